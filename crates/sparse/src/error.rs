@@ -132,8 +132,12 @@ pub enum ParseErrorKind {
     TooManyEntries,
     /// Dimensions or nonzero count too large for 32-bit device indices.
     TooLarge,
-    /// The bytes could not be read or decompressed, or are not UTF-8 text.
+    /// The file could not be read.
     Io,
+    /// Gzip data is corrupt or truncated.
+    Gzip,
+    /// The bytes are not UTF-8 text.
+    NotUtf8,
 }
 
 impl SparseError {

@@ -1,0 +1,997 @@
+//! Matrix Market reading and writing: every variant the SuiteSparse collection
+//! ships, read fast and defensively, and a writer whose output reads back exactly.
+//!
+//! The reader accepts the `coordinate` format with the `real`, `double`, `integer`,
+//! `pattern` (every entry is 1) and `complex` fields (only when the caller asks for
+//! the real part, see [`ReadOptions`]), the `array` format (column-major dense;
+//! the symmetric variants store the lower triangle), and the `general`,
+//! `symmetric`, `skew-symmetric` and `hermitian` symmetries, which are expanded to
+//! the full matrix: off-diagonal entries are mirrored, negated for skew-symmetric,
+//! unchanged for hermitian (the real part of a conjugate is the same). Symmetric
+//! coordinate entries are accepted in either triangle. Banners are matched
+//! without regard to case; CRLF line ends, `%` comment lines and blank lines are
+//! allowed anywhere after the banner. Gzip input is recognised by its magic bytes
+//! (and by the `.gz` extension in [`read_path`]).
+//!
+//! Every problem is a [`SparseError::Parse`] naming the 1-based line and a
+//! specific [`ParseErrorKind`]. The header is never trusted with memory: buffers
+//! are sized from the bytes actually present, so a three-line file claiming
+//! a billion entries is a [`ParseErrorKind::Truncated`] error, not an allocation.
+//!
+//! Speed: the text is parsed as bytes (no per-line allocation, hand-written
+//! integer parsing, `fast-float2` for values); large inputs are split at line
+//! boundaries and parsed on all cores with rayon, then the CSR arrays are built
+//! with one counting sort. Duplicate entries are summed, as [`Csr`] requires.
+
+use crate::error::ParseErrorKind;
+use crate::{Csr, Scalar, SparseError, MAX_DIM};
+use rayon::prelude::*;
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Options of the reader.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Accept `complex` matrices by keeping the real part of each entry (the
+    /// imaginary part must still be a number). Without it, a complex file is a
+    /// [`ParseErrorKind::ComplexNotAllowed`] error.
+    pub complex_real_part: bool,
+}
+
+/// The first two bytes of every gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Data regions smaller than this are parsed on one thread.
+const PARALLEL_MIN_BYTES: usize = 256 * 1024;
+
+/// Target size of one parallel parse chunk.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Reads a Matrix Market file, gzip-compressed when its name ends in `.gz` or
+/// when it starts with the gzip magic bytes.
+pub fn read_path<T: Scalar>(path: &Path, opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        SparseError::parse(
+            0,
+            ParseErrorKind::Io,
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    let gz_name = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if gz_name || bytes.starts_with(&GZIP_MAGIC) {
+        let text = gunzip(&bytes)?;
+        read_text(&text, opts)
+    } else {
+        read_text(&bytes, opts)
+    }
+}
+
+/// Reads a Matrix Market file held in memory; gzip data (recognised by its
+/// magic bytes) is decompressed first.
+pub fn read_bytes<T: Scalar>(bytes: &[u8], opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
+    if bytes.starts_with(&GZIP_MAGIC) {
+        let text = gunzip(bytes)?;
+        read_text(&text, opts)
+    } else {
+        read_text(bytes, opts)
+    }
+}
+
+/// Reads a Matrix Market file held in a string.
+pub fn read_str<T: Scalar>(text: &str, opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
+    read_text(text.as_bytes(), opts)
+}
+
+/// Decompresses a whole gzip stream (several concatenated members are allowed).
+///
+/// Errors are [`ParseErrorKind::Gzip`] with line 0: a corrupt or truncated
+/// stream has no meaningful line.
+pub fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, SparseError> {
+    // The trailer holds the uncompressed size modulo 2^32; it is only a hint, capped
+    // by deflate's best possible ratio so a forged trailer cannot make us over-allocate.
+    let hint = match bytes.len() {
+        n if n >= 18 => {
+            let t = &bytes[n - 4..];
+            u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize
+        }
+        _ => 0,
+    };
+    let mut out = Vec::with_capacity(hint.min(bytes.len().saturating_mul(1032)) + 1);
+    flate2::read::MultiGzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .map_err(|e| {
+            SparseError::parse(
+                0,
+                ParseErrorKind::Gzip,
+                format!("gzip data is corrupt or truncated: {e}"),
+            )
+        })?;
+    Ok(out)
+}
+
+/// Writes `a` as `coordinate real general` with 1-based indices, one entry per
+/// line in row order. Values are printed in the shortest form that reads back
+/// to the same bits, so [`read_bytes`] of the output gives `a` again.
+pub fn write<T: Scalar, W: Write>(a: &Csr<T>, w: W) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+    writeln!(w, "%%MatrixMarket matrix coordinate real general")?;
+    writeln!(w, "{} {} {}", a.nrows(), a.ncols(), a.nnz())?;
+    for r in 0..a.nrows() {
+        let (cols, vals) = a.row(r);
+        for (c, v) in cols.iter().zip(vals) {
+            // `{:?}` is Rust's shortest round-trip form, with an exponent for very
+            // large or small magnitudes (`{}` would print hundreds of digits).
+            writeln!(w, "{} {} {:?}", r + 1, c + 1, v)?;
+        }
+    }
+    w.flush()
+}
+
+/// Writes `a` to a file with [`write`], gzip-compressed when the name ends in `.gz`.
+pub fn write_path<T: Scalar>(a: &Csr<T>, path: &Path) -> std::io::Result<()> {
+    let file = std::fs::File::create(path)?;
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+    {
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+        write(a, &mut gz)?;
+        gz.finish()?.sync_all()
+    } else {
+        write(a, file)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Coordinate,
+    Array,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Real,
+    Integer,
+    Pattern,
+    Complex,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Symmetry {
+    General,
+    Symmetric,
+    Skew,
+    Hermitian,
+}
+
+/// What the banner and size line say.
+#[derive(Debug, Clone, Copy)]
+struct Header {
+    format: Format,
+    field: Field,
+    symmetry: Symmetry,
+    nrows: usize,
+    ncols: usize,
+    /// Entries the data section must hold (for `array`, derived from the size).
+    entries: usize,
+    /// Byte offset where the data section starts.
+    data_start: usize,
+    /// 1-based line of the size line.
+    size_line: usize,
+}
+
+impl Header {
+    fn mirrored(&self) -> bool {
+        self.symmetry != Symmetry::General
+    }
+}
+
+/// A problem found at byte offset `at` (the start of its line); turned into a
+/// line number only when reported, so the fast path never counts lines.
+struct Fail {
+    at: usize,
+    /// A line given directly, for problems not located at a byte (truncation).
+    line: Option<usize>,
+    kind: ParseErrorKind,
+    message: String,
+}
+
+fn fail(at: usize, kind: ParseErrorKind, message: impl Into<String>) -> Fail {
+    Fail {
+        at,
+        line: None,
+        kind,
+        message: message.into(),
+    }
+}
+
+/// 1-based line number of byte offset `at`.
+fn line_of(text: &[u8], at: usize) -> usize {
+    1 + text[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+}
+
+/// Number of lines in the text (a last line without `\n` counts).
+fn line_count(text: &[u8]) -> usize {
+    let n = text.iter().filter(|&&b| b == b'\n').count();
+    n + usize::from(!text.is_empty() && !text.ends_with(b"\n"))
+}
+
+impl Fail {
+    fn into_error(self, text: &[u8]) -> SparseError {
+        let line = self.line.unwrap_or_else(|| line_of(text, self.at));
+        SparseError::parse(line, self.kind, self.message)
+    }
+}
+
+/// The parsed entries of one chunk of the data section, 0-based.
+struct Entries<T> {
+    rows: Vec<u32>,
+    cols: Vec<u32>,
+    /// Empty for `pattern` matrices (every value is 1).
+    vals: Vec<T>,
+    /// Entries off the diagonal (each gains a mirror image when expanded).
+    offdiag: usize,
+}
+
+impl<T> Entries<T> {
+    fn with_capacity(n: usize, pattern: bool) -> Self {
+        Entries {
+            rows: Vec::with_capacity(n),
+            cols: Vec::with_capacity(n),
+            vals: Vec::with_capacity(if pattern { 0 } else { n }),
+            offdiag: 0,
+        }
+    }
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+fn read_text<T: Scalar>(text: &[u8], opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
+    if let Err(e) = std::str::from_utf8(text) {
+        let at = e.valid_up_to();
+        let line_start = text[..at]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        return Err(SparseError::parse(
+            line_of(text, line_start),
+            ParseErrorKind::NotUtf8,
+            format!(
+                "byte {at} (0x{:02x}) is not valid UTF-8: not a text file",
+                text[at]
+            ),
+        ));
+    }
+    let h = parse_header(text, opts).map_err(|f| f.into_error(text))?;
+    let entries = match h.format {
+        Format::Coordinate => parse_coordinate::<T>(text, &h),
+        Format::Array => parse_array::<T>(text, &h),
+    }
+    .map_err(|f| f.into_error(text))?;
+    build(&h, &entries)
+}
+
+/// Splits a line into whitespace-separated tokens.
+fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
+    line.split(|b| b.is_ascii_whitespace())
+        .filter(|t| !t.is_empty())
+}
+
+/// The line starting at `pos`, without its line end, and where the next one starts.
+fn line_at(text: &[u8], pos: usize) -> (&[u8], usize) {
+    match text[pos..].iter().position(|&b| b == b'\n') {
+        Some(n) => (&text[pos..pos + n], pos + n + 1),
+        None => (&text[pos..], text.len()),
+    }
+}
+
+fn is_blank_or_comment(line: &[u8]) -> bool {
+    match line.iter().find(|b| !b.is_ascii_whitespace()) {
+        None => true,
+        Some(&b) => b == b'%',
+    }
+}
+
+fn parse_header(text: &[u8], opts: &ReadOptions) -> Result<Header, Fail> {
+    use ParseErrorKind::*;
+    if text.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(fail(0, Empty, "the file is empty"));
+    }
+    let (banner, mut pos) = line_at(text, 0);
+    let toks: Vec<&[u8]> = tokens(banner).collect();
+    let shown = String::from_utf8_lossy(banner).trim_end().to_string();
+    if toks.is_empty() || !toks[0].eq_ignore_ascii_case(b"%%MatrixMarket") {
+        return Err(fail(
+            0,
+            BadBanner,
+            format!(
+                "expected a `%%MatrixMarket matrix FORMAT FIELD SYMMETRY` banner, found `{shown}`"
+            ),
+        ));
+    }
+    if toks.len() != 5 {
+        return Err(fail(0, BadBanner, format!("the banner must have 5 words (%%MatrixMarket matrix FORMAT FIELD SYMMETRY), found {} in `{shown}`", toks.len())));
+    }
+    if !toks[1].eq_ignore_ascii_case(b"matrix") {
+        return Err(fail(
+            0,
+            BadBanner,
+            format!(
+                "object `{}` is not supported, only `matrix`",
+                String::from_utf8_lossy(toks[1])
+            ),
+        ));
+    }
+    let word = |t: &[u8]| t.to_ascii_lowercase();
+    let format = match word(toks[2]).as_slice() {
+        b"coordinate" => Format::Coordinate,
+        b"array" => Format::Array,
+        _ => {
+            return Err(fail(
+                0,
+                UnsupportedFormat,
+                format!(
+                    "format `{}` is not supported (coordinate or array)",
+                    String::from_utf8_lossy(toks[2])
+                ),
+            ))
+        }
+    };
+    let field = match word(toks[3]).as_slice() {
+        b"real" | b"double" => Field::Real,
+        b"integer" => Field::Integer,
+        b"pattern" => Field::Pattern,
+        b"complex" => Field::Complex,
+        _ => {
+            return Err(fail(
+                0,
+                UnsupportedField,
+                format!(
+                    "field `{}` is not supported (real, double, integer, pattern or complex)",
+                    String::from_utf8_lossy(toks[3])
+                ),
+            ))
+        }
+    };
+    let symmetry = match word(toks[4]).as_slice() {
+        b"general" => Symmetry::General,
+        b"symmetric" => Symmetry::Symmetric,
+        b"skew-symmetric" => Symmetry::Skew,
+        b"hermitian" => Symmetry::Hermitian,
+        _ => return Err(fail(
+            0,
+            UnsupportedSymmetry,
+            format!(
+                "symmetry `{}` is not supported (general, symmetric, skew-symmetric or hermitian)",
+                String::from_utf8_lossy(toks[4])
+            ),
+        )),
+    };
+    if format == Format::Array && field == Field::Pattern {
+        return Err(fail(
+            0,
+            InvalidCombination,
+            "a pattern matrix cannot use the array format",
+        ));
+    }
+    if symmetry == Symmetry::Hermitian && field != Field::Complex {
+        return Err(fail(
+            0,
+            InvalidCombination,
+            "hermitian symmetry requires the complex field",
+        ));
+    }
+    if symmetry == Symmetry::Skew && field == Field::Pattern {
+        return Err(fail(
+            0,
+            InvalidCombination,
+            "a pattern matrix cannot be skew-symmetric",
+        ));
+    }
+    if field == Field::Complex && !opts.complex_real_part {
+        return Err(fail(0, ComplexNotAllowed, "complex matrices are only read when the real part is asked for (ReadOptions::complex_real_part, `--real-part`)"));
+    }
+    // The size line: the first line that is neither blank nor a comment.
+    let mut line_no = 1;
+    let size_at = loop {
+        if pos >= text.len() {
+            return Err(fail(
+                text.len(),
+                BadSizeLine,
+                "the file ends before the size line",
+            ));
+        }
+        line_no += 1;
+        let (line, next) = line_at(text, pos);
+        if !is_blank_or_comment(line) {
+            break pos;
+        }
+        pos = next;
+    };
+    let (line, data_start) = line_at(text, size_at);
+    let want = match format {
+        Format::Coordinate => 3,
+        Format::Array => 2,
+    };
+    let what = match format {
+        Format::Coordinate => "`ROWS COLS ENTRIES`",
+        Format::Array => "`ROWS COLS`",
+    };
+    let shown = String::from_utf8_lossy(line).trim().to_string();
+    let toks: Vec<&[u8]> = tokens(line).collect();
+    if toks.len() != want {
+        return Err(fail(
+            size_at,
+            BadSizeLine,
+            format!("the size line must be {what}, found `{shown}`"),
+        ));
+    }
+    let mut nums = [0u64; 3];
+    for (k, t) in toks.iter().enumerate() {
+        if !t.iter().all(u8::is_ascii_digit) {
+            return Err(fail(
+                size_at,
+                BadSizeLine,
+                format!("the size line must be {what} (non-negative integers), found `{shown}`"),
+            ));
+        }
+        // Saturating: any value this long is rejected as too large just below.
+        nums[k] = t.iter().fold(0u64, |v, &d| {
+            v.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+        });
+    }
+    let too_large = |what: &str, v: u64| {
+        fail(
+            size_at,
+            TooLarge,
+            format!("{what} = {v} does not fit 32-bit device indices (at most {MAX_DIM})"),
+        )
+    };
+    let (m, n) = (nums[0], nums[1]);
+    if m > MAX_DIM as u64 {
+        return Err(too_large("rows", m));
+    }
+    if n > MAX_DIM as u64 {
+        return Err(too_large("cols", n));
+    }
+    if symmetry != Symmetry::General && m != n {
+        return Err(fail(
+            size_at,
+            NotSquare,
+            format!(
+                "a {} matrix must be square, but the size is {m} x {n}",
+                sym_name(symmetry)
+            ),
+        ));
+    }
+    let entries = match format {
+        Format::Coordinate => nums[2],
+        Format::Array => match symmetry {
+            Symmetry::General => m * n,
+            Symmetry::Symmetric | Symmetry::Hermitian => n * (n + 1) / 2,
+            Symmetry::Skew => n * n.saturating_sub(1) / 2,
+        },
+    };
+    if entries > MAX_DIM as u64 {
+        return Err(too_large("nnz", entries));
+    }
+    if format == Format::Array {
+        let expanded = match symmetry {
+            Symmetry::Skew => m * n - n,
+            _ => m * n,
+        };
+        if expanded > MAX_DIM as u64 {
+            return Err(too_large("nnz after symmetric expansion", expanded));
+        }
+    }
+    Ok(Header {
+        format,
+        field,
+        symmetry,
+        nrows: m as usize,
+        ncols: n as usize,
+        entries: entries as usize,
+        data_start,
+        size_line: line_no,
+    })
+}
+
+fn sym_name(s: Symmetry) -> &'static str {
+    match s {
+        Symmetry::General => "general",
+        Symmetry::Symmetric => "symmetric",
+        Symmetry::Skew => "skew-symmetric",
+        Symmetry::Hermitian => "hermitian",
+    }
+}
+
+/// Whether `b` separates fields.
+#[inline(always)]
+fn is_sep(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+/// Whether `b` may end a number: a separator, a line end or the end of text.
+#[inline(always)]
+fn ends_token(text: &[u8], p: usize, end: usize) -> bool {
+    p >= end || matches!(text[p], b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Skips separators and a carriage return before the end of the line.
+#[inline(always)]
+fn skip_sep(text: &[u8], mut p: usize, end: usize) -> usize {
+    while p < end && (is_sep(text[p]) || text[p] == b'\r') {
+        p += 1;
+    }
+    p
+}
+
+/// Fields on the line starting at `line_start`, for error messages.
+fn fields_on_line(text: &[u8], line_start: usize) -> usize {
+    tokens(line_at(text, line_start).0).count()
+}
+
+/// Field names of a data line of this header, for error messages.
+fn field_names(h: &Header) -> &'static str {
+    match (h.format, h.field) {
+        (Format::Coordinate, Field::Pattern) => "2 fields (ROW COL)",
+        (Format::Coordinate, Field::Complex) => "4 fields (ROW COL RE IM)",
+        (Format::Coordinate, _) => "3 fields (ROW COL VALUE)",
+        (Format::Array, Field::Complex) => "2 fields (RE IM)",
+        (Format::Array, _) => "1 field (VALUE)",
+    }
+}
+
+fn wrong_fields(text: &[u8], line_start: usize, h: &Header) -> Fail {
+    fail(
+        line_start,
+        ParseErrorKind::WrongFieldCount,
+        format!(
+            "expected {}, found {}",
+            field_names(h),
+            fields_on_line(text, line_start)
+        ),
+    )
+}
+
+/// Moves from the end of one field to the start of the next one on the same
+/// line; an early line end means too few fields.
+#[inline(always)]
+fn next_field(
+    text: &[u8],
+    p: usize,
+    end: usize,
+    line_start: usize,
+    h: &Header,
+) -> Result<usize, Fail> {
+    let q = skip_sep(text, p, end);
+    if q >= end || text[q] == b'\n' {
+        return Err(wrong_fields(text, line_start, h));
+    }
+    Ok(q)
+}
+
+/// After the last field: only separators may follow before the line end.
+/// Returns the start of the next line.
+#[inline(always)]
+fn end_of_line(
+    text: &[u8],
+    p: usize,
+    end: usize,
+    line_start: usize,
+    h: &Header,
+) -> Result<usize, Fail> {
+    let q = skip_sep(text, p, end);
+    if q >= end {
+        return Ok(end);
+    }
+    if text[q] == b'\n' {
+        return Ok(q + 1);
+    }
+    Err(wrong_fields(text, line_start, h))
+}
+
+/// The token starting at `p`, for error messages.
+fn token_at(text: &[u8], p: usize) -> String {
+    let e = text[p..]
+        .iter()
+        .position(|b| b.is_ascii_whitespace())
+        .map_or(text.len(), |n| p + n);
+    String::from_utf8_lossy(&text[p..e]).into_owned()
+}
+
+/// Parses a 1-based index bounded by `dim`, returning it 0-based.
+#[inline(always)]
+fn parse_index(
+    text: &[u8],
+    p: &mut usize,
+    end: usize,
+    dim: usize,
+    what: &str,
+    line_start: usize,
+) -> Result<u32, Fail> {
+    let s = *p;
+    let mut q = s;
+    let mut v: u64 = 0;
+    while q < end {
+        let d = text[q].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        // Saturating keeps absurdly long digit strings out of range, not wrapped.
+        v = v.saturating_mul(10).saturating_add(u64::from(d));
+        q += 1;
+    }
+    if q == s || !ends_token(text, q, end) {
+        let tok = token_at(text, s);
+        let negative =
+            tok.len() > 1 && tok.starts_with('-') && tok[1..].bytes().all(|b| b.is_ascii_digit());
+        return Err(if negative {
+            fail(
+                line_start,
+                ParseErrorKind::IndexOutOfRange,
+                format!("{what} index {tok} is out of range 1..={dim}"),
+            )
+        } else {
+            fail(
+                line_start,
+                ParseErrorKind::NonNumeric,
+                format!("{what} index `{tok}` is not a positive integer"),
+            )
+        });
+    }
+    if v == 0 || v > dim as u64 {
+        return Err(fail(
+            line_start,
+            ParseErrorKind::IndexOutOfRange,
+            format!(
+                "{what} index {} is out of range 1..={dim}",
+                token_at(text, s)
+            ),
+        ));
+    }
+    *p = q;
+    Ok((v - 1) as u32)
+}
+
+/// Parses one value field of the given kind (`real` or `integer`).
+#[inline(always)]
+fn parse_value(
+    text: &[u8],
+    p: &mut usize,
+    end: usize,
+    integer: bool,
+    line_start: usize,
+) -> Result<f64, Fail> {
+    let s = *p;
+    if integer {
+        let mut q = s;
+        let neg = q < end && text[q] == b'-';
+        if q < end && (text[q] == b'-' || text[q] == b'+') {
+            q += 1;
+        }
+        let ds = q;
+        let mut v: u64 = 0;
+        while q < end && text[q].is_ascii_digit() && q - ds < 18 {
+            v = v * 10 + u64::from(text[q] - b'0');
+            q += 1;
+        }
+        if q > ds && ends_token(text, q, end) {
+            *p = q;
+            let v = v as f64;
+            return Ok(if neg { -v } else { v });
+        }
+        if q > ds && q < end && text[q].is_ascii_digit() {
+            // More than 18 digits: let the float parser round it.
+            if let Ok((v, n)) = fast_float2::parse_partial::<f64, _>(&text[s..end]) {
+                if ends_token(text, s + n, end)
+                    && text[s..s + n]
+                        .iter()
+                        .all(|b| b.is_ascii_digit() || *b == b'-' || *b == b'+')
+                {
+                    *p = s + n;
+                    return Ok(v);
+                }
+            }
+        }
+        return Err(fail(
+            line_start,
+            ParseErrorKind::NonNumeric,
+            format!("value `{}` is not an integer", token_at(text, s)),
+        ));
+    }
+    match fast_float2::parse_partial::<f64, _>(&text[s..end]) {
+        Ok((v, n)) if ends_token(text, s + n, end) => {
+            *p = s + n;
+            Ok(v)
+        }
+        _ => Err(fail(
+            line_start,
+            ParseErrorKind::NonNumeric,
+            format!("value `{}` is not a number", token_at(text, s)),
+        )),
+    }
+}
+
+/// Skips blank and comment lines starting at `p`; returns the start of the next
+/// data line's first field, or `None` at the end of the range.
+#[inline(always)]
+fn next_data_line(text: &[u8], mut p: usize, end: usize) -> (usize, Option<usize>) {
+    loop {
+        let line_start = p;
+        while p < end && is_sep(text[p]) {
+            p += 1;
+        }
+        if p >= end {
+            return (line_start, None);
+        }
+        match text[p] {
+            b'\n' => p += 1,
+            b'\r' => {
+                let q = skip_sep(text, p, end);
+                if q >= end {
+                    return (line_start, None);
+                }
+                if text[q] == b'\n' {
+                    p = q + 1;
+                } else {
+                    return (line_start, Some(q));
+                }
+            }
+            b'%' => match text[p..end].iter().position(|&b| b == b'\n') {
+                Some(n) => p += n + 1,
+                None => return (line_start, None),
+            },
+            _ => return (line_start, Some(p)),
+        }
+    }
+}
+
+/// Parses the coordinate entries in `text[start..end]` (whole lines), at most `limit` of them.
+fn coordinate_chunk<T: Scalar>(
+    text: &[u8],
+    start: usize,
+    end: usize,
+    h: &Header,
+    limit: usize,
+    capacity: usize,
+) -> Result<Entries<T>, Fail> {
+    let pattern = h.field == Field::Pattern;
+    let integer = h.field == Field::Integer;
+    let complex = h.field == Field::Complex;
+    let skew = h.symmetry == Symmetry::Skew;
+    let mut out = Entries::with_capacity(capacity, pattern);
+    let mut p = start;
+    loop {
+        let (line_start, first) = next_data_line(text, p, end);
+        let Some(mut q) = first else { break };
+        if out.len() == limit {
+            return Err(fail(
+                line_start,
+                ParseErrorKind::TooManyEntries,
+                format!(
+                    "the size line declares {} entries but there are more",
+                    h.entries
+                ),
+            ));
+        }
+        let r = parse_index(text, &mut q, end, h.nrows, "row", line_start)?;
+        q = next_field(text, q, end, line_start, h)?;
+        let c = parse_index(text, &mut q, end, h.ncols, "column", line_start)?;
+        if !pattern {
+            q = next_field(text, q, end, line_start, h)?;
+            let v = parse_value(text, &mut q, end, integer, line_start)?;
+            if complex {
+                q = next_field(text, q, end, line_start, h)?;
+                parse_value(text, &mut q, end, false, line_start)?;
+            }
+            out.vals.push(T::from_f64(v));
+        }
+        p = end_of_line(text, q, end, line_start, h)?;
+        if r != c {
+            out.offdiag += 1;
+        } else if skew {
+            return Err(fail(
+                line_start,
+                ParseErrorKind::TriangleViolation,
+                format!(
+                    "a skew-symmetric matrix has no diagonal entries, found ({}, {})",
+                    r + 1,
+                    c + 1
+                ),
+            ));
+        }
+        out.rows.push(r);
+        out.cols.push(c);
+    }
+    Ok(out)
+}
+
+/// Splits `text[start..]` into about `parts` ranges ending at line boundaries.
+fn split_lines(text: &[u8], start: usize, parts: usize) -> Vec<(usize, usize)> {
+    let len = text.len() - start;
+    let mut out = Vec::with_capacity(parts);
+    let mut s = start;
+    for k in 1..parts {
+        let target = (start + len * k / parts).max(s);
+        let e = match text[target..].iter().position(|&b| b == b'\n') {
+            Some(n) => target + n + 1,
+            None => text.len(),
+        };
+        if e > s {
+            out.push((s, e));
+            s = e;
+        }
+    }
+    if s < text.len() || out.is_empty() {
+        out.push((s, text.len()));
+    }
+    out
+}
+
+fn parse_coordinate<T: Scalar>(text: &[u8], h: &Header) -> Result<Vec<Entries<T>>, Fail> {
+    let data = text.len() - h.data_start;
+    // Never reserve for entries the bytes cannot hold: a data line has at least
+    // 4 bytes ("1 1\n"), so the header's count is capped by the text's length.
+    let cap_for = |bytes: usize| -> usize {
+        let share = (h.entries as f64 * bytes as f64 / data.max(1) as f64 * 1.02) as usize + 16;
+        share.min(bytes / 4 + 1).min(h.entries)
+    };
+    let parts = if data < PARALLEL_MIN_BYTES {
+        1
+    } else {
+        (data / CHUNK_BYTES).clamp(1, rayon::current_num_threads() * 8)
+    };
+    if parts > 1 {
+        let ranges = split_lines(text, h.data_start, parts);
+        let chunks: Result<Vec<Entries<T>>, Fail> = ranges
+            .par_iter()
+            .map(|&(s, e)| coordinate_chunk(text, s, e, h, h.entries, cap_for(e - s)))
+            .collect();
+        if let Ok(chunks) = chunks {
+            let total: usize = chunks.iter().map(Entries::len).sum();
+            if total == h.entries {
+                return Ok(chunks);
+            }
+        }
+        // Something is wrong: parse again in order, so that the error reported is
+        // the first one a sequential reader would meet (extra entries included).
+    }
+    let one = coordinate_chunk(text, h.data_start, text.len(), h, h.entries, cap_for(data))?;
+    if one.len() < h.entries {
+        return Err(truncated(text, h, one.len()));
+    }
+    Ok(vec![one])
+}
+
+fn truncated(text: &[u8], h: &Header, found: usize) -> Fail {
+    // Point at the line after the last one: where the missing entry should be.
+    let missing = line_count(text) + 1;
+    Fail {
+        at: usize::MAX,
+        line: Some(missing),
+        kind: ParseErrorKind::Truncated,
+        message: format!(
+            "the file ends after {found} of the {} entries declared on line {} (line {missing} is missing)",
+            h.entries, h.size_line
+        ),
+    }
+}
+
+fn parse_array<T: Scalar>(text: &[u8], h: &Header) -> Result<Vec<Entries<T>>, Fail> {
+    let data = text.len() - h.data_start;
+    let integer = h.field == Field::Integer;
+    let complex = h.field == Field::Complex;
+    // A value line has at least 2 bytes ("1\n").
+    let mut out = Entries::with_capacity(h.entries.min(data / 2 + 1), false);
+    let (m, n) = (h.nrows, h.ncols);
+    // Column-major position of the next value; symmetric variants walk the lower
+    // triangle (skew-symmetric without the diagonal).
+    let first_row = |j: usize| match h.symmetry {
+        Symmetry::General => 0,
+        Symmetry::Symmetric | Symmetry::Hermitian => j,
+        Symmetry::Skew => j + 1,
+    };
+    let (mut i, mut j) = (first_row(0), 0usize);
+    while j < n && i >= m {
+        j += 1;
+        i = first_row(j);
+    }
+    let mut p = h.data_start;
+    loop {
+        let (line_start, first) = next_data_line(text, p, text.len());
+        let Some(mut q) = first else { break };
+        if out.len() == h.entries {
+            return Err(fail(
+                line_start,
+                ParseErrorKind::TooManyEntries,
+                format!(
+                    "a {m} x {n} {} array holds {} values but there are more",
+                    sym_name(h.symmetry),
+                    h.entries
+                ),
+            ));
+        }
+        let v = parse_value(text, &mut q, text.len(), integer, line_start)?;
+        if complex {
+            q = next_field(text, q, text.len(), line_start, h)?;
+            parse_value(text, &mut q, text.len(), false, line_start)?;
+        }
+        p = end_of_line(text, q, text.len(), line_start, h)?;
+        out.rows.push(i as u32);
+        out.cols.push(j as u32);
+        out.vals.push(T::from_f64(v));
+        if i != j {
+            out.offdiag += 1;
+        }
+        i += 1;
+        while j < n && i >= m {
+            j += 1;
+            i = first_row(j);
+        }
+    }
+    if out.len() < h.entries {
+        return Err(truncated(text, h, out.len()));
+    }
+    Ok(vec![out])
+}
+
+/// Builds the CSR arrays from the parsed entries with one counting sort,
+/// mirroring off-diagonal entries of symmetric matrices.
+fn build<T: Scalar>(h: &Header, chunks: &[Entries<T>]) -> Result<Csr<T>, SparseError> {
+    let mirrored = h.mirrored();
+    let total: usize = chunks.iter().map(Entries::len).sum();
+    let offdiag: usize = chunks.iter().map(|c| c.offdiag).sum();
+    let expanded = if mirrored { total + offdiag } else { total };
+    if expanded > MAX_DIM {
+        return Err(SparseError::parse(
+            h.size_line,
+            ParseErrorKind::TooLarge,
+            format!("nnz after symmetric expansion = {expanded} does not fit 32-bit device indices (at most {MAX_DIM})"),
+        ));
+    }
+    let nrows = h.nrows;
+    let mut row_ptr = vec![0u32; nrows + 1];
+    for ch in chunks {
+        for (&r, &c) in ch.rows.iter().zip(&ch.cols) {
+            row_ptr[r as usize + 1] += 1;
+            if mirrored && r != c {
+                row_ptr[c as usize + 1] += 1;
+            }
+        }
+    }
+    for r in 0..nrows {
+        row_ptr[r + 1] += row_ptr[r];
+    }
+    let mut next: Vec<u32> = row_ptr[..nrows].to_vec();
+    let mut col_idx = vec![0u32; expanded];
+    let mut values = vec![T::zero(); expanded];
+    let one = T::from_f64(1.0);
+    let negate = h.symmetry == Symmetry::Skew;
+    for ch in chunks {
+        let pattern = ch.vals.is_empty();
+        for k in 0..ch.len() {
+            let (r, c) = (ch.rows[k], ch.cols[k]);
+            let v = if pattern { one } else { ch.vals[k] };
+            let dst = next[r as usize] as usize;
+            col_idx[dst] = c;
+            values[dst] = v;
+            next[r as usize] += 1;
+            if mirrored && r != c {
+                let dst = next[c as usize] as usize;
+                col_idx[dst] = r;
+                values[dst] = if negate { -v } else { v };
+                next[c as usize] += 1;
+            }
+        }
+    }
+    // Rows come out sorted when the file is sorted by column (as SuiteSparse files
+    // are); otherwise `try_new` sorts them and sums duplicates.
+    Csr::try_new(nrows, h.ncols, row_ptr, col_idx, values)
+}

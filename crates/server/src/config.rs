@@ -1,0 +1,102 @@
+//! Service configuration: command-line flags, each also readable from the
+//! environment, with defaults that work with no configuration at all.
+
+use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything the service can be told at start-up.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "server",
+    version,
+    about = "SpMV service: POST a matrix to /predict for a plan, to /matrices to upload it once, to /spmv for y = A x"
+)]
+pub struct Config {
+    /// Address and port to listen on.
+    #[arg(long, env = "SPMV_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+
+    /// Results database (`sqlite://PATH`, a plain path, or `sqlite::memory:`);
+    /// served requests are logged there. Default: `spmv.db` in the working directory.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+
+    /// Run without a results database (requests are not logged).
+    #[arg(long, env = "SPMV_NO_DATABASE", default_value_t = false)]
+    pub no_database: bool,
+
+    /// Folder holding the selector models (`*.json`).
+    #[arg(long, env = "SPMV_MODELS", default_value = "models")]
+    pub models: PathBuf,
+
+    /// OpenCL device to use, as a case-insensitive substring of "platform / device"
+    /// names (for example `nvidia`, `pocl`, `A100`). Default: the best device found
+    /// (GPU first, then accelerators, then CPUs).
+    #[arg(long, env = "SPMV_DEVICE")]
+    pub device: Option<String>,
+
+    /// Start without touching OpenCL at all (/spmv then answers 503).
+    #[arg(long, env = "SPMV_NO_DEVICE", default_value_t = false)]
+    pub no_device: bool,
+
+    /// Largest request body in bytes (after gzip decompression).
+    #[arg(long, env = "SPMV_MAX_BODY_BYTES", default_value_t = 256 << 20)]
+    pub max_body_bytes: usize,
+
+    /// Largest number of matrix rows accepted.
+    #[arg(long, env = "SPMV_MAX_ROWS", default_value_t = 50_000_000)]
+    pub max_rows: usize,
+
+    /// Largest number of matrix columns accepted.
+    #[arg(long, env = "SPMV_MAX_COLS", default_value_t = 50_000_000)]
+    pub max_cols: usize,
+
+    /// Largest number of stored entries accepted.
+    #[arg(long, env = "SPMV_MAX_NNZ", default_value_t = 100_000_000)]
+    pub max_nnz: usize,
+
+    /// Bytes of uploaded matrices kept (host copy plus device buffers);
+    /// the least recently used matrix is evicted first.
+    #[arg(long, env = "SPMV_CACHE_BYTES", default_value_t = 2 << 30)]
+    pub cache_bytes: usize,
+
+    /// Device jobs admitted at once (running plus waiting); more answer 503.
+    #[arg(long, env = "SPMV_QUEUE_DEPTH", default_value_t = 64)]
+    pub queue_depth: usize,
+
+    /// Seconds a client is told to wait (Retry-After) when the queue is full.
+    #[arg(long, env = "SPMV_RETRY_AFTER", default_value_t = 1)]
+    pub retry_after_s: u64,
+}
+
+impl Config {
+    /// The defaults, as if started with no flags and no environment.
+    pub fn defaults() -> Config {
+        Config::parse_from(["server"])
+    }
+}
+
+/// The size limits requests are checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest body in bytes (after decompression).
+    pub max_body_bytes: usize,
+    /// Largest row count.
+    pub max_rows: usize,
+    /// Largest column count.
+    pub max_cols: usize,
+    /// Largest nonzero count.
+    pub max_nnz: usize,
+}
+
+impl From<&Config> for Limits {
+    fn from(c: &Config) -> Limits {
+        Limits {
+            max_body_bytes: c.max_body_bytes,
+            max_rows: c.max_rows,
+            max_cols: c.max_cols,
+            max_nnz: c.max_nnz,
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The one error type of the HTTP layer: every variant maps to a status code
+//! and a JSON body `{"error": {"code": "...", "message": "..."}}`.
+//!
+//! Internal failures (500) are logged with their details and answered with a
+//! generic message, so nothing about the server's insides leaks to clients.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use sparse::error::ParseErrorKind;
+use sparse::SparseError;
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A request that is malformed in a way no other variant describes (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The Matrix Market text could not be parsed; the message names the line (400).
+    #[error("malformed Matrix Market input: {0}")]
+    MatrixMarket(SparseError),
+    /// The JSON body could not be parsed or has the wrong shape (400).
+    #[error("malformed JSON: {0}")]
+    Json(String),
+    /// The matrix arrays are inconsistent with each other (422).
+    #[error("invalid matrix: {0}")]
+    InvalidMatrix(SparseError),
+    /// A NaN or infinite value in the matrix or in x; only finite values are accepted (422).
+    #[error("{0}; only finite values are accepted (NaN and infinities are rejected)")]
+    NonFinite(String),
+    /// x does not have one entry per matrix column (422).
+    #[error("x has {found} entries but the matrix has {expected} columns")]
+    XLength {
+        /// Number of columns of the matrix.
+        expected: usize,
+        /// Number of entries given.
+        found: usize,
+    },
+    /// The request is well-formed but cannot be served as asked (422), such as a
+    /// missing `x` or a field of the wrong kind.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// A precision other than `f32` or `f64` (422).
+    #[error("unsupported precision '{0}': use f32 or f64")]
+    Precision(String),
+    /// A body, dimension or nonzero count over the configured limit (413).
+    #[error("{what} is {value}, over the limit of {limit}")]
+    TooLarge {
+        /// What was too large (`body bytes`, `rows`, `cols`, `nnz`, ...).
+        what: String,
+        /// Its size.
+        value: u64,
+        /// The configured limit.
+        limit: u64,
+    },
+    /// A content type the endpoint does not accept (415).
+    #[error("unsupported content type '{found}'; {expected}")]
+    MediaType {
+        /// The content type received.
+        found: String,
+        /// What the endpoint accepts, in words.
+        expected: String,
+    },
+    /// No uploaded matrix has this id (never uploaded, deleted or evicted) (404).
+    #[error("no matrix with id '{0}' (never uploaded, deleted, or evicted from the cache; upload it again with POST /matrices)")]
+    NotFound(String),
+    /// No such route (404).
+    #[error("no route for {0}")]
+    NoRoute(String),
+    /// The route exists but not with this method (405).
+    #[error("method not allowed: {0}")]
+    MethodNotAllowed(String),
+    /// The matrix and vectors do not fit the device's memory (507).
+    #[error("too big for the device: {what} needs {needed} bytes but device '{device}' allows {available} bytes")]
+    DeviceMemory {
+        /// Which buffer, or "matrix and vectors" for the total.
+        what: String,
+        /// Bytes the upload needs.
+        needed: u64,
+        /// Bytes the device allows (global memory, or the largest single allocation).
+        available: u64,
+        /// The device's name.
+        device: String,
+    },
+    /// The device queue is full; the client should retry after the given seconds (503).
+    #[error("the device queue is full ({depth} jobs admitted); retry in {retry_after_s} s")]
+    QueueFull {
+        /// The configured queue depth.
+        depth: usize,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after_s: u64,
+    },
+    /// No OpenCL device is available; /predict still works (503).
+    #[error("no OpenCL device is available ({0}); POST /predict still works, /spmv needs a device")]
+    NoDevice(String),
+    /// A failure inside the server; logged in full, answered generically (500).
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        use ApiError::*;
+        match self {
+            BadRequest(_) | MatrixMarket(_) | Json(_) => StatusCode::BAD_REQUEST,
+            InvalidMatrix(_) | NonFinite(_) | XLength { .. } | Unprocessable(_) | Precision(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            MediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            NotFound(_) | NoRoute(_) => StatusCode::NOT_FOUND,
+            MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            DeviceMemory { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            QueueFull { .. } | NoDevice(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The machine-readable code sent in the body.
+    pub fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            BadRequest(_) => "bad_request",
+            MatrixMarket(_) => "invalid_matrix_market",
+            Json(_) => "invalid_json",
+            InvalidMatrix(_) => "invalid_matrix",
+            NonFinite(_) => "non_finite",
+            XLength { .. } => "x_length",
+            Unprocessable(_) => "unprocessable",
+            Precision(_) => "unsupported_precision",
+            TooLarge { .. } => "too_large",
+            MediaType { .. } => "unsupported_media_type",
+            NotFound(_) => "matrix_not_found",
+            NoRoute(_) => "no_route",
+            MethodNotAllowed(_) => "method_not_allowed",
+            DeviceMemory { .. } => "insufficient_device_memory",
+            QueueFull { .. } => "queue_full",
+            NoDevice(_) => "no_device",
+            Internal(_) => "internal",
+        }
+    }
+
+    /// A size limit error.
+    pub fn too_large(what: impl Into<String>, value: impl TryInto<u64>, limit: impl TryInto<u64>) -> Self {
+        ApiError::TooLarge {
+            what: what.into(),
+            value: value.try_into().unwrap_or(u64::MAX),
+            limit: limit.try_into().unwrap_or(u64::MAX),
+        }
+    }
+
+    /// An internal failure, logged by the response conversion.
+    pub fn internal(what: impl std::fmt::Display) -> Self {
+        ApiError::Internal(what.to_string())
+    }
+}
+
+impl From<SparseError> for ApiError {
+    /// Parser errors are 400 (with their line), size errors 413, non-finite values
+    /// 422, and structural errors of given arrays 422.
+    fn from(e: SparseError) -> Self {
+        match e {
+            SparseError::Parse {
+                kind: ParseErrorKind::TooLarge,
+                ref message,
+                line,
+            } => ApiError::TooLarge {
+                what: format!("matrix (line {line}: {message})"),
+                value: 0,
+                limit: sparse::MAX_DIM as u64,
+            },
+            SparseError::Parse { .. } => ApiError::MatrixMarket(e),
+            SparseError::TooLarge { what, value, max } => ApiError::TooLarge {
+                what: what.to_string(),
+                value,
+                limit: max,
+            },
+            SparseError::NonFinite { .. } => ApiError::NonFinite(e.to_string()),
+            other => ApiError::InvalidMatrix(other),
+        }
+    }
+}
+
+impl From<engine::EngineError> for ApiError {
+    /// Size errors are 507 with the sizes, a precision the device lacks 422, a
+    /// wrong x length 422, no device 503; the rest are internal.
+    fn from(e: engine::EngineError) -> Self {
+        use engine::EngineError as E;
+        match e {
+            E::TooBig { what, bytes, limit, device } => ApiError::DeviceMemory {
+                what,
+                needed: bytes,
+                available: limit,
+                device,
+            },
+            E::UnsupportedPrecision { .. } => ApiError::Unprocessable(e.to_string()),
+            E::XLength { expected, got } => ApiError::XLength { expected, found: got },
+            E::NoPlatform(_) | E::NoDevice { .. } => ApiError::NoDevice(e.to_string()),
+            other => ApiError::Internal(format!("engine: {other}")),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let message = match &self {
+            ApiError::Internal(details) => {
+                tracing::error!(%details, "internal error while serving a request");
+                "internal error; the details are in the server log".to_string()
+            }
+            other => other.to_string(),
+        };
+        if status.is_client_error() {
+            tracing::debug!(status = status.as_u16(), code = self.code(), %message, "request rejected");
+        }
+        let body = serde_json::json!({ "error": { "code": self.code(), "message": message } });
+        let mut resp = (status, axum::Json(body)).into_response();
+        if let ApiError::QueueFull { retry_after_s, .. } = self {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+        }
+        resp
+    }
+}

@@ -1,0 +1,717 @@
+//! The HTTP handlers: /predict, /matrices, /spmv, and the informational routes.
+
+use crate::error::ApiError;
+use crate::input::{
+    body_kind, parse_matrix_body, parse_matrix_market, parse_matrix_value, parse_json_csr, parse_x_binary,
+    parse_x_json, read_body, wants_binary, y_binary, BodyKind, Precision, Query,
+};
+use crate::planner::{ModelUsed, PlanView, Planned};
+use crate::state::{
+    cast_checked, device_bytes, execute_blocking, upload_blocking, AppState, Executed, Ready, StoredMatrix, YVec,
+};
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sparse::spmv::{compare, spmv_ref};
+use sparse::{Csr, Features, Scalar};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn to_store(p: Precision) -> store::Precision {
+    match p {
+        Precision::F32 => store::Precision::F32,
+        Precision::F64 => store::Precision::F64,
+    }
+}
+
+async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, ApiError> + Send + 'static) -> Result<R, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("blocking task: {e}")))?
+}
+
+fn matrix_json(m: &StoredMatrix) -> Value {
+    json!({
+        "id": m.id,
+        "nrows": m.host.nrows(),
+        "ncols": m.host.ncols(),
+        "nnz": m.host.nnz(),
+    })
+}
+
+fn features_json(f: &Features) -> Value {
+    Value::Object(f.named().map(|(n, v)| (n.to_string(), json!(v))).collect())
+}
+
+/// Counts every routed request in the metrics, logs it, and records failed
+/// matrix requests in the results database (successful ones are recorded by
+/// their handlers, with features and plan).
+pub async fn track(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let t0 = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16();
+    let secs = t0.elapsed().as_secs_f64();
+    s.metrics().request(&route, &method, status, secs);
+    tracing::debug!(%method, %route, status, ms = secs * 1e3, "request");
+    if status >= 400 && matches!(route.as_str(), "/predict" | "/matrices" | "/spmv") {
+        s.log_request(store::RequestRecord {
+            route,
+            matrix_hash: None,
+            features: None,
+            plan: None,
+            precision: None,
+            device: s.device().name().map(str::to_string),
+            model: None,
+            kernel_ms: None,
+            e2e_ms: Some(secs * 1e3),
+            status,
+        });
+    }
+    resp
+}
+
+/// A JSON 404 for unknown routes.
+pub async fn no_route(req: Request) -> ApiError {
+    ApiError::NoRoute(format!("{} {}", req.method(), req.uri().path()))
+}
+
+/// A JSON 405 for known routes with another method.
+pub async fn wrong_method(req: Request) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{} {}", req.method(), req.uri().path()))
+}
+
+/// `GET /healthz`.
+pub async fn healthz(State(s): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "device": s.device().engine.is_some(),
+        "uptime_s": s.uptime_s(),
+    }))
+}
+
+/// `GET /device`.
+pub async fn device(State(s): State<AppState>) -> Json<Value> {
+    let d = s.device();
+    Json(match d.info() {
+        Some(i) => json!({
+            "available": true,
+            "name": i.name,
+            "vendor": i.vendor,
+            "platform": i.platform,
+            "kind": i.kind,
+            "driver": i.driver,
+            "version": i.version,
+            "compute_units": i.compute_units,
+            "global_mem_bytes": i.global_mem_bytes,
+            "max_alloc_bytes": i.max_alloc_bytes,
+            "local_mem_bytes": i.local_mem_bytes,
+            "max_work_group_size": i.max_work_group_size,
+            "fp64": i.fp64,
+            "copy_bandwidth": d.copy.as_ref().map(|c| json!({
+                "gbps": c.gbps, "bytes": c.bytes, "median_ms": c.median_ms,
+            })),
+        }),
+        None => json!({
+            "available": false,
+            "reason": d.unavailable,
+        }),
+    })
+}
+
+/// `GET /models`.
+pub async fn models(State(s): State<AppState>) -> Json<Value> {
+    let p = s.planner();
+    Json(json!({
+        "folder": p.folder().display().to_string(),
+        "device": p.device(),
+        "in_use": {
+            "f32": p.used(Precision::F32),
+            "f64": p.used(Precision::F64),
+        },
+        "files": p.files(),
+    }))
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(s): State<AppState>) -> Response {
+    let text = s.metrics().render(s.gauges());
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json`.
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        crate::openapi::DOCUMENT,
+    )
+        .into_response()
+}
+
+/// Parses a matrix body off the runtime; returns the stored form (id, host copy, features)
+/// with the parse, feature and hash times.
+async fn parse_stored(s: &AppState, kind: BodyKind, bytes: Bytes) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
+    let limits = *s.limits();
+    blocking(move || {
+        let t = Instant::now();
+        let a = parse_matrix_body(&kind, &bytes, &limits)?;
+        drop(bytes);
+        let parse_ms = ms(t);
+        stored_from(a, parse_ms)
+    })
+    .await
+}
+
+fn stored_from(a: Csr<f64>, parse_ms: f64) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
+    let t = Instant::now();
+    let features = Features::of(&a);
+    let features_ms = ms(t);
+    let t = Instant::now();
+    let id = a.content_hash();
+    let hash_ms = ms(t);
+    Ok((StoredMatrix::new(id, a, features), [parse_ms, features_ms, hash_ms]))
+}
+
+fn record(
+    s: &AppState,
+    route: &str,
+    m: &StoredMatrix,
+    planned: &Planned,
+    p: Precision,
+    kernel_ms: Option<f64>,
+    e2e_ms: f64,
+    status: u16,
+) -> store::RequestRecord {
+    store::RequestRecord {
+        route: route.into(),
+        matrix_hash: Some(m.id.clone()),
+        features: Some(store::FeatureVector::from_features(&m.features)),
+        plan: Some(planned.plan.clone()),
+        precision: Some(to_store(p)),
+        device: s.device().name().map(str::to_string),
+        model: Some(planned.model.id.clone()),
+        kernel_ms,
+        e2e_ms: Some(e2e_ms),
+        status,
+    }
+}
+
+/// `POST /predict[?explain=true][&precision=f32|f64]`.
+pub async fn predict(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let q = Query::parse(q.as_deref(), &["explain", "precision"])?;
+    let p = q.precision.unwrap_or(Precision::DEFAULT);
+    let explain = q.explain.unwrap_or(false);
+    let bytes = read_body(body, &headers, s.limits()).await?;
+    let kind = body_kind(&headers, &bytes)?;
+    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, kind, bytes).await?;
+    let s2 = s.clone();
+    let (m, planned, predict_ms) = blocking(move || {
+        let t = Instant::now();
+        let planned = s2.plan(&m, p, explain);
+        Ok((m, planned, ms(t)))
+    })
+    .await?;
+    let total_ms = ms(t0);
+    let mut body = json!({
+        "matrix": matrix_json(&m),
+        "precision": p.name(),
+        "features": features_json(&m.features),
+        "plan": PlanView::of(&planned.plan, &planned.binning),
+        "model": planned.model,
+        "timings_ms": {
+            "parse": parse_ms,
+            "features": features_ms,
+            "hash": hash_ms,
+            "predict": predict_ms,
+            "total": total_ms,
+        },
+    });
+    if let Some(e) = &planned.explanation {
+        body["explanation"] = serde_json::to_value(e).map_err(ApiError::internal)?;
+    }
+    s.log_request(record(&s, "/predict", &m, &planned, p, None, total_ms, 200));
+    Ok(Json(body).into_response())
+}
+
+fn ready_json(r: &Ready) -> Value {
+    json!({
+        "precision": r.precision.name(),
+        "plan": PlanView::of(&r.planned.plan, &r.planned.binning),
+        "model": r.planned.model,
+        "device_bytes": r.device_bytes,
+        "setup_ms": r.setup_ms,
+    })
+}
+
+/// `POST /matrices[?precision=f32|f64]`: parse, plan, upload once.
+pub async fn upload(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let q = Query::parse(q.as_deref(), &["precision"])?;
+    let p = q.precision.unwrap_or(Precision::DEFAULT);
+    let bytes = read_body(body, &headers, s.limits()).await?;
+    let kind = body_kind(&headers, &bytes)?;
+    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, kind, bytes).await?;
+    // Refuse early, before any device work, what can never fit the cache.
+    let need = m.host_bytes() + device_bytes(&m.host, p);
+    let cap = s.config().cache_bytes as u64;
+    if need > cap {
+        return Err(ApiError::too_large("matrix bytes (host copy plus device buffers)", need, cap));
+    }
+    // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
+    if let Some(info) = s.device().info() {
+        if p == Precision::F64 && !info.fp64 {
+            return Err(ApiError::Unprocessable(format!(
+                "device {} does not support f64 (no cl_khr_fp64); use precision=f32",
+                info.name
+            )));
+        }
+        let dev = device_bytes(&m.host, p);
+        if dev > info.global_mem_bytes {
+            return Err(ApiError::DeviceMemory {
+                what: "matrix and vectors".into(),
+                needed: dev,
+                available: info.global_mem_bytes,
+                device: info.name.clone(),
+            });
+        }
+    }
+    if p == Precision::F32 {
+        cast_checked::<f32>(&m.host)?;
+    }
+    let (m, existed) = s.insert(m)?;
+    let (ready, created) = if s.device().engine.is_some() {
+        match s.ensure_ready(&m, p).await {
+            Ok((r, c)) => (Some(r), c),
+            Err(e) => {
+                // A matrix that cannot be put on the device is not kept.
+                if !existed {
+                    s.remove(&m.id);
+                }
+                return Err(e);
+            }
+        }
+    } else {
+        (None, false)
+    };
+    let total_ms = ms(t0);
+    let planned = match &ready {
+        Some(r) => r.planned.clone(),
+        None => {
+            let (s2, m2) = (s.clone(), m.clone());
+            blocking(move || Ok(s2.plan(&m2, p, false))).await?
+        }
+    };
+    let body = json!({
+        "id": m.id,
+        "matrix": matrix_json(&m),
+        "precision": p.name(),
+        "plan": PlanView::of(&planned.plan, &planned.binning),
+        "model": planned.model,
+        "already_uploaded": existed && !created,
+        "on_device": ready.is_some(),
+        "device": s.device().name(),
+        "bytes": {
+            "host": m.host_bytes(),
+            "device": ready.as_ref().map_or(0, |r| r.device_bytes),
+        },
+        "timings_ms": {
+            "parse": parse_ms,
+            "features": features_ms,
+            "hash": hash_ms,
+            "setup": ready.as_ref().filter(|_| created).map(|r| r.setup_ms),
+            "total": total_ms,
+        },
+    });
+    s.log_request(record(&s, "/matrices", &m, &planned, p, None, total_ms, 201));
+    let mut resp = (StatusCode::CREATED, Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("/matrices/{}", m.id)) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(resp)
+}
+
+/// `GET /matrices/{id}`.
+pub async fn get_matrix(State(s): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let (m, bytes) = s.peek(&id).ok_or_else(|| ApiError::NotFound(id.clone()))?;
+    let ready: Vec<Value> = m.all_ready().iter().map(|r| ready_json(r)).collect();
+    Ok(Json(json!({
+        "id": m.id,
+        "matrix": matrix_json(&m),
+        "features": features_json(&m.features),
+        "bytes": { "host": m.host_bytes(), "total": bytes },
+        "uploaded": ready,
+    })))
+}
+
+/// `DELETE /matrices/{id}`.
+pub async fn delete_matrix(State(s): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+    if s.remove(&id) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(id))
+    }
+}
+
+/// The JSON body of /spmv.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpmvJson {
+    matrix: Option<Value>,
+    matrix_id: Option<String>,
+    x: Option<Vec<f64>>,
+    precision: Option<String>,
+    verify: Option<bool>,
+}
+
+enum Source {
+    Inline(Csr<f64>),
+    Id(String),
+}
+
+struct SpmvRequest {
+    source: Source,
+    x: Vec<f64>,
+    precision: Precision,
+    verify: bool,
+}
+
+fn merge<T: PartialEq + std::fmt::Debug>(name: &str, query: Option<T>, body: Option<T>) -> Result<Option<T>, ApiError> {
+    match (query, body) {
+        (Some(a), Some(b)) if a != b => Err(ApiError::BadRequest(format!(
+            "'{name}' is given twice with different values ({a:?} in the query, {b:?} in the body)"
+        ))),
+        (a, b) => Ok(b.or(a)),
+    }
+}
+
+fn assemble(
+    q: &Query,
+    matrix: Option<Csr<f64>>,
+    matrix_id: Option<String>,
+    x: Option<Vec<f64>>,
+    precision: Option<Precision>,
+    verify: Option<bool>,
+) -> Result<SpmvRequest, ApiError> {
+    let precision = merge("precision", q.precision, precision)?.unwrap_or(Precision::DEFAULT);
+    let verify = merge("verify", q.verify, verify)?.unwrap_or(false);
+    let matrix_id = merge("matrix_id", q.matrix_id.clone(), matrix_id)?;
+    let source = match (matrix, matrix_id) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give either an inline matrix or a matrix_id, not both".into(),
+            ))
+        }
+        (Some(a), None) => Source::Inline(a),
+        (None, Some(id)) => Source::Id(id),
+        (None, None) => {
+            return Err(ApiError::Unprocessable(
+                "no matrix: give 'matrix' (Matrix Market text or CSR object) or 'matrix_id' (from POST /matrices)".into(),
+            ))
+        }
+    };
+    let x = x.ok_or_else(|| ApiError::Unprocessable("no x: give 'x' as a JSON array of numbers".into()))?;
+    Ok(SpmvRequest {
+        source,
+        x,
+        precision,
+        verify,
+    })
+}
+
+async fn parse_spmv(s: &AppState, q: Query, headers: &HeaderMap, bytes: Bytes) -> Result<SpmvRequest, ApiError> {
+    let limits = *s.limits();
+    match body_kind(headers, &bytes)? {
+        BodyKind::Json => {
+            blocking(move || {
+                let doc: SpmvJson = serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
+                drop(bytes);
+                let precision = doc.precision.as_deref().map(str::parse).transpose()?;
+                let matrix = doc.matrix.map(|v| parse_matrix_value(v, &limits)).transpose()?;
+                assemble(&q, matrix, doc.matrix_id, doc.x, precision, doc.verify)
+            })
+            .await
+        }
+        BodyKind::Binary => {
+            let Some(id) = q.matrix_id.clone() else {
+                return Err(ApiError::BadRequest(
+                    "an application/octet-stream body is x as little-endian values and needs \
+                     ?matrix_id=<id> of a matrix uploaded with POST /matrices"
+                        .into(),
+                ));
+            };
+            let p = q.precision.unwrap_or(Precision::DEFAULT);
+            let x = parse_x_binary(&bytes, p)?;
+            Ok(SpmvRequest {
+                source: Source::Id(id),
+                x,
+                precision: p,
+                verify: q.verify.unwrap_or(false),
+            })
+        }
+        BodyKind::Multipart(boundary) => {
+            let parts = read_multipart(bytes, boundary, limits.max_body_bytes).await?;
+            blocking(move || {
+                let mut matrix = None;
+                let (mut x, mut precision, mut verify, mut matrix_id) = (None, None, None, None);
+                for (name, ct, data) in parts {
+                    match name.as_str() {
+                        "matrix" => {
+                            let json = ct.as_deref().is_some_and(|c| c.contains("json"));
+                            matrix = Some(if json {
+                                parse_json_csr(&data, &limits)?
+                            } else {
+                                parse_matrix_market(&data, &limits)?
+                            });
+                        }
+                        "x" => x = Some(parse_x_json(&data)?),
+                        "precision" => precision = Some(text(&name, &data)?.parse()?),
+                        "verify" => {
+                            verify = Some(match text(&name, &data)?.trim() {
+                                "true" | "1" => true,
+                                "false" | "0" => false,
+                                other => {
+                                    return Err(ApiError::BadRequest(format!(
+                                        "part 'verify' must be true or false, not '{other}'"
+                                    )))
+                                }
+                            })
+                        }
+                        "matrix_id" => matrix_id = Some(text(&name, &data)?.trim().to_string()),
+                        other => {
+                            return Err(ApiError::BadRequest(format!(
+                                "unknown multipart part '{other}'; expected matrix, x, precision, verify, matrix_id"
+                            )))
+                        }
+                    }
+                }
+                assemble(&q, matrix, matrix_id, x, precision, verify)
+            })
+            .await
+        }
+        BodyKind::MatrixMarket => Err(ApiError::Unprocessable(
+            "a plain Matrix Market body has no x: send JSON {\"matrix\": \"<Matrix Market>\", \"x\": [...]}, \
+             a multipart form with 'matrix' and 'x' parts, or upload with POST /matrices and send x by matrix_id"
+                .into(),
+        )),
+    }
+}
+
+fn text(name: &str, data: &[u8]) -> Result<String, ApiError> {
+    String::from_utf8(data.to_vec()).map_err(|_| ApiError::BadRequest(format!("part '{name}' is not UTF-8 text")))
+}
+
+async fn read_multipart(bytes: Bytes, boundary: String, max: usize) -> Result<Vec<(String, Option<String>, Bytes)>, ApiError> {
+    let stream = futures_util::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(bytes) });
+    let mut mp = multer::Multipart::new(stream, boundary);
+    let mut parts = Vec::new();
+    loop {
+        let field = mp
+            .next_field()
+            .await
+            .map_err(|e| ApiError::BadRequest(format!("malformed multipart body: {e}")))?;
+        let Some(field) = field else { break };
+        let name = field
+            .name()
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::BadRequest("a multipart part has no name".into()))?;
+        let ct = field.content_type().map(|m| m.to_string());
+        let data = field
+            .bytes()
+            .await
+            .map_err(|e| ApiError::BadRequest(format!("malformed multipart part '{name}': {e}")))?;
+        parts.push((name, ct, crate::input::maybe_gunzip(data, max)?));
+    }
+    Ok(parts)
+}
+
+/// How y compares with the reference SpMV.
+fn verify_y(a: &Csr<f64>, x: &[f64], y: &YVec) -> Result<Value, ApiError> {
+    fn typed<T: Scalar>(a: &Csr<f64>, x: &[f64], y: &[T]) -> Result<Value, ApiError> {
+        let at = a.cast::<T>();
+        let xt: Vec<T> = x.iter().map(|&v| T::from_f64(v)).collect();
+        let r = spmv_ref(&at, &xt)?;
+        let c = compare(&at, &xt, y, &r);
+        Ok(json!({
+            "ok": c.ok(),
+            "max_rel_err": c.max_rel_err,
+            "worst_bound_ratio": c.worst_bound_ratio,
+            "worst_row": c.worst_row,
+            "reference": "sparse::spmv::spmv_ref",
+        }))
+    }
+    match y {
+        YVec::F32(y) => typed::<f32>(a, x, y),
+        YVec::F64(y) => typed::<f64>(a, x, y),
+    }
+}
+
+/// `POST /spmv`: y = A x on the device.
+pub async fn spmv(
+    State(s): State<AppState>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let q = Query::parse(q.as_deref(), &["precision", "verify", "matrix_id"])?;
+    let bytes = read_body(body, &headers, s.limits()).await?;
+    let req = parse_spmv(&s, q, &headers, bytes).await?;
+    let p = req.precision;
+    let x = Arc::new(req.x);
+
+    // The matrix: an uploaded one, an inline one already uploaded (same content
+    // hash), or an inline one planned and uploaded for this call only.
+    let (m, cached) = match req.source {
+        Source::Id(id) => (s.cached(&id)?, true),
+        Source::Inline(a) => {
+            let (m, _) = blocking(move || stored_from(a, 0.0)).await?;
+            match s.try_cached(&m.id) {
+                Some(c) => (c, true),
+                None => (Arc::new(m), false),
+            }
+        }
+    };
+    if x.len() != m.host.ncols() {
+        return Err(ApiError::XLength {
+            expected: m.host.ncols(),
+            found: x.len(),
+        });
+    }
+    if p == Precision::F32 {
+        crate::input::x_in::<f32>(&x, m.host.ncols())?;
+    } else {
+        crate::input::x_in::<f64>(&x, m.host.ncols())?;
+    }
+    s.device().engine.as_ref().ok_or_else(|| {
+        ApiError::NoDevice(s.device().unavailable.clone().unwrap_or_default())
+    })?;
+
+    let (planned, exec, setup_ms) = if cached {
+        let (ready, created) = s.ensure_ready(&m, p).await?;
+        let (r2, x2) = (ready.clone(), x.clone());
+        let exec = s.on_device(move |e| execute_blocking(e, &r2.buffers, &x2)).await?;
+        (ready.planned.clone(), exec, created.then_some(ready.setup_ms))
+    } else {
+        let t = Instant::now();
+        let (s2, m2) = (s.clone(), m.clone());
+        let planned = blocking(move || Ok(s2.plan(&m2, p, false))).await?;
+        let (m2, x2, pl2) = (m.clone(), x.clone(), planned.clone());
+        let exec: Executed = s
+            .on_device(move |e| {
+                let b = upload_blocking(e, &m2.host, p, &pl2)?;
+                execute_blocking(e, &b, &x2)
+            })
+            .await?;
+        let setup = ms(t) - exec.timings.wall_ms();
+        (planned, exec, Some(setup))
+    };
+    let kernel_ms = exec.timings.kernel_ms();
+    let device_ms = exec.timings.wall_ms();
+    s.metrics().spmv(p.name(), kernel_ms * 1e-3, device_ms * 1e-3);
+    let min_bytes = engine::min_bytes(m.host.nrows(), m.host.ncols(), m.host.nnz(), p.bytes());
+    let gbps = if exec.timings.kernel_ns > 0 {
+        min_bytes as f64 / exec.timings.kernel_ns as f64
+    } else {
+        0.0
+    };
+
+    let verify = if req.verify {
+        let (m2, x2) = (m.clone(), x.clone());
+        let (v, y) = blocking(move || {
+            let v = verify_y(&m2.host, &x2, &exec.y)?;
+            Ok((v, exec.y))
+        })
+        .await?;
+        if v["ok"] != json!(true) {
+            tracing::error!(id = %m.id, precision = %p, report = %v, "device y differs from the reference SpMV");
+        }
+        (Some(v), y)
+    } else {
+        (None, exec.y)
+    };
+    let (verify, y) = verify;
+    let server_ms = ms(t0);
+    s.log_request(record(&s, "/spmv", &m, &planned, p, Some(kernel_ms), server_ms, 200));
+
+    if wants_binary(&headers) {
+        let bytes = match &y {
+            YVec::F32(y) => y_binary(y),
+            YVec::F64(y) => y_binary(y),
+        };
+        let mut resp = (
+            [(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"))],
+            bytes,
+        )
+            .into_response();
+        let h = resp.headers_mut();
+        let mut put = |k: &'static str, v: String| {
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                h.insert(k, v);
+            }
+        };
+        put("x-matrix-id", m.id.clone());
+        put("x-precision", p.name().into());
+        put("x-kernel-ms", kernel_ms.to_string());
+        put("x-device-ms", device_ms.to_string());
+        put("x-server-ms", server_ms.to_string());
+        put("x-gbps", gbps.to_string());
+        put("x-plan-scheme", planned.plan.scheme.to_string());
+        put("x-model", planned.model.id.clone());
+        if let Some(v) = &verify {
+            put("x-verified", v["ok"].to_string());
+        }
+        return Ok(resp);
+    }
+    let y_json = match &y {
+        YVec::F32(y) => json!(y),
+        YVec::F64(y) => json!(y),
+    };
+    let model: &ModelUsed = &planned.model;
+    Ok(Json(json!({
+        "matrix_id": m.id,
+        "matrix": matrix_json(&m),
+        "precision": p.name(),
+        "uploaded": cached,
+        "y": y_json,
+        "plan": PlanView::of(&planned.plan, &planned.binning),
+        "model": model,
+        "launches": exec.launches,
+        "timings_ms": {
+            "kernel": kernel_ms,
+            "device": device_ms,
+            "setup": setup_ms,
+            "server": server_ms,
+        },
+        "gbps": gbps,
+        "min_bytes": min_bytes,
+        "verify": verify,
+    }))
+    .into_response())
+}

@@ -1,0 +1,488 @@
+//! The shared state of the service and its core operations: the device (or why
+//! there is none), the plan selector, the matrix cache, the device queue, the
+//! results database and the metrics; uploading a matrix with its plan, and
+//! running y = A x.
+
+use crate::cache::ByteLru;
+use crate::config::{Config, Limits};
+use crate::error::ApiError;
+use crate::input::{x_in, Precision};
+use crate::metrics::{Gauges, Metrics};
+use crate::planner::{Planned, Planner};
+use crate::queue::DeviceQueue;
+use engine::{CopyBandwidth, DeviceInfo, DeviceMatrix, DeviceScalar, Engine, LaunchMode, PreparedPlan, Timings};
+use sparse::{Csr, Features, Scalar};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The device the service runs on, or why there is none.
+#[derive(Clone)]
+pub struct DeviceState {
+    /// The engine, when a device was opened.
+    pub engine: Option<Arc<Engine>>,
+    /// Copy bandwidth measured at start-up (the bandwidth bound's reference).
+    pub copy: Option<CopyBandwidth>,
+    /// Why there is no device, when there is none.
+    pub unavailable: Option<String>,
+}
+
+impl DeviceState {
+    /// Opens the device named by `selector` (or the best one), measuring its copy
+    /// bandwidth. Never fails: without a device the reason is kept for /device and
+    /// the 503 answers of /spmv. Blocks (OpenCL calls).
+    pub fn open(selector: Option<&str>) -> DeviceState {
+        match Engine::new(selector) {
+            Ok(engine) => {
+                let copy = match engine.copy_bandwidth(64 << 20, 5) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not measure the device's copy bandwidth");
+                        None
+                    }
+                };
+                let i = engine.info();
+                tracing::info!(device = %i.name, platform = %i.platform, kind = %i.kind,
+                    copy_gbps = copy.as_ref().map(|c| c.gbps), "OpenCL device ready");
+                DeviceState {
+                    engine: Some(Arc::new(engine)),
+                    copy,
+                    unavailable: None,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no OpenCL device: /predict works, /spmv answers 503");
+                DeviceState::none(e.to_string())
+            }
+        }
+    }
+
+    /// No device, for the given reason.
+    pub fn none(reason: impl Into<String>) -> DeviceState {
+        DeviceState {
+            engine: None,
+            copy: None,
+            unavailable: Some(reason.into()),
+        }
+    }
+
+    /// The device's description.
+    pub fn info(&self) -> Option<&DeviceInfo> {
+        self.engine.as_ref().map(|e| e.info())
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> Option<&str> {
+        self.info().map(|i| i.name.as_str())
+    }
+
+    fn require(&self) -> Result<Arc<Engine>, ApiError> {
+        self.engine.clone().ok_or_else(|| {
+            ApiError::NoDevice(self.unavailable.clone().unwrap_or_else(|| "none was opened".into()))
+        })
+    }
+}
+
+/// A matrix on the device with its prepared plan, in one precision.
+pub enum DeviceBuffers {
+    /// Single precision.
+    F32(DeviceMatrix<f32>, PreparedPlan<f32>),
+    /// Double precision.
+    F64(DeviceMatrix<f64>, PreparedPlan<f64>),
+}
+
+/// What an uploaded matrix holds for one precision.
+pub struct Ready {
+    /// The precision.
+    pub precision: Precision,
+    /// The plan and the selector that chose it.
+    pub planned: Planned,
+    /// Device buffers and prepared launches.
+    pub buffers: DeviceBuffers,
+    /// Device bytes charged to the cache for them.
+    pub device_bytes: u64,
+    /// Time spent planning, uploading and preparing, in milliseconds.
+    pub setup_ms: f64,
+}
+
+/// An uploaded matrix: the host copy (for verification and other precisions),
+/// its features, and its device state per precision.
+pub struct StoredMatrix {
+    /// Content hash.
+    pub id: String,
+    /// The matrix as parsed (values in `f64`).
+    pub host: Csr<f64>,
+    /// Its features.
+    pub features: Features,
+    ready: Mutex<Vec<Arc<Ready>>>,
+}
+
+impl StoredMatrix {
+    /// Wraps a parsed matrix.
+    pub fn new(id: String, host: Csr<f64>, features: Features) -> Self {
+        StoredMatrix {
+            id,
+            host,
+            features,
+            ready: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The device state for `p`, when uploaded in that precision.
+    pub fn ready(&self, p: Precision) -> Option<Arc<Ready>> {
+        self.lock().iter().find(|r| r.precision == p).cloned()
+    }
+
+    /// Every precision uploaded.
+    pub fn all_ready(&self) -> Vec<Arc<Ready>> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Ready>>> {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Host bytes charged to the cache.
+    pub fn host_bytes(&self) -> u64 {
+        self.host.bytes() as u64
+    }
+}
+
+/// y in the precision it was computed in.
+pub enum YVec {
+    /// Single precision.
+    F32(Vec<f32>),
+    /// Double precision.
+    F64(Vec<f64>),
+}
+
+/// The result of one SpMV.
+pub struct Executed {
+    /// y.
+    pub y: YVec,
+    /// Device timings.
+    pub timings: Timings,
+    /// Kernel launches.
+    pub launches: usize,
+}
+
+/// Device bytes of an uploaded matrix: CSR arrays, x, y, and the plan's row lists.
+pub fn device_bytes(a: &Csr<f64>, p: Precision) -> u64 {
+    engine::min_bytes(a.nrows(), a.ncols(), a.nnz(), p.bytes()) + 4 * (a.nrows() as u64 + 1)
+}
+
+/// The matrix in precision `T`, refusing values that are not finite there.
+pub fn cast_checked<T: Scalar>(a: &Csr<f64>) -> Result<Csr<T>, ApiError> {
+    let c = a.cast::<T>();
+    c.check_finite().map_err(|e| {
+        ApiError::NonFinite(format!("{e} once converted to {} (the value overflows it)", T::NAME))
+    })?;
+    Ok(c)
+}
+
+fn upload_typed<T: DeviceScalar>(
+    engine: &Engine,
+    a: &Csr<f64>,
+    planned: &Planned,
+) -> Result<(DeviceMatrix<T>, PreparedPlan<T>), ApiError> {
+    let c = cast_checked::<T>(a)?;
+    let m = engine.upload(&c)?;
+    drop(c);
+    let pp = engine.prepare_binned(&m, &planned.binning, &planned.plan, LaunchMode::Grouped)?;
+    Ok((m, pp))
+}
+
+/// Uploads `a` in precision `p` and prepares `planned` (blocking; run on the device worker).
+pub fn upload_blocking(engine: &Engine, a: &Csr<f64>, p: Precision, planned: &Planned) -> Result<DeviceBuffers, ApiError> {
+    Ok(match p {
+        Precision::F32 => {
+            let (m, pp) = upload_typed::<f32>(engine, a, planned)?;
+            DeviceBuffers::F32(m, pp)
+        }
+        Precision::F64 => {
+            let (m, pp) = upload_typed::<f64>(engine, a, planned)?;
+            DeviceBuffers::F64(m, pp)
+        }
+    })
+}
+
+/// y = A x on the device (blocking; run on the device worker).
+pub fn execute_blocking(engine: &Engine, b: &DeviceBuffers, x: &[f64]) -> Result<Executed, ApiError> {
+    Ok(match b {
+        DeviceBuffers::F32(m, pp) => {
+            let xs = x_in::<f32>(x, m.ncols())?;
+            let (y, timings) = engine.execute(m, pp, &xs)?;
+            Executed {
+                y: YVec::F32(y),
+                timings,
+                launches: pp.launches().len(),
+            }
+        }
+        DeviceBuffers::F64(m, pp) => {
+            let xs = x_in::<f64>(x, m.ncols())?;
+            let (y, timings) = engine.execute(m, pp, &xs)?;
+            Executed {
+                y: YVec::F64(y),
+                timings,
+                launches: pp.launches().len(),
+            }
+        }
+    })
+}
+
+struct Inner {
+    config: Config,
+    limits: Limits,
+    device: DeviceState,
+    planner: Planner,
+    cache: Mutex<ByteLru<Arc<StoredMatrix>>>,
+    queue: DeviceQueue<()>,
+    store: Option<store::Store>,
+    metrics: Metrics,
+    started: Instant,
+}
+
+/// The state every handler shares; cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+impl AppState {
+    /// Assembles the state from its parts (tests build it this way, with a shared
+    /// device, an in-memory database and the planner of their choice).
+    pub fn new(config: Config, device: DeviceState, planner: Planner, store: Option<store::Store>) -> AppState {
+        let queue = DeviceQueue::start(config.queue_depth, config.retry_after_s, || ());
+        AppState(Arc::new(Inner {
+            limits: Limits::from(&config),
+            cache: Mutex::new(ByteLru::new(config.cache_bytes)),
+            device,
+            planner,
+            queue,
+            store,
+            metrics: Metrics::default(),
+            started: Instant::now(),
+            config,
+        }))
+    }
+
+    /// Opens everything the configuration names: the device (off the runtime),
+    /// the models, and the results database. Only a database that cannot be
+    /// opened is fatal; a missing device or models folder is not.
+    pub async fn from_config(config: Config) -> anyhow::Result<AppState> {
+        use anyhow::Context;
+        let device = if config.no_device {
+            DeviceState::none("disabled by --no-device / SPMV_NO_DEVICE")
+        } else {
+            let sel = config.device.clone();
+            tokio::task::spawn_blocking(move || DeviceState::open(sel.as_deref()))
+                .await
+                .context("opening the OpenCL device")?
+        };
+        let planner = Planner::load(&config.models, device.name());
+        let store = if config.no_database {
+            None
+        } else {
+            let s = store::Store::connect(config.database_url.as_deref())
+                .await
+                .with_context(|| {
+                    format!(
+                        "opening the results database {}",
+                        config.database_url.as_deref().unwrap_or("(DATABASE_URL or spmv.db)")
+                    )
+                })?;
+            tracing::info!(location = %s.location(), "results database ready");
+            Some(s)
+        };
+        Ok(AppState::new(config, device, planner, store))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+    /// The size limits.
+    pub fn limits(&self) -> &Limits {
+        &self.0.limits
+    }
+    /// The device.
+    pub fn device(&self) -> &DeviceState {
+        &self.0.device
+    }
+    /// The plan selector.
+    pub fn planner(&self) -> &Planner {
+        &self.0.planner
+    }
+    /// The device queue (tests use it to occupy the device deterministically).
+    pub fn queue(&self) -> &DeviceQueue<()> {
+        &self.0.queue
+    }
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.0.metrics
+    }
+    /// The results database, when one is open.
+    pub fn store(&self) -> Option<&store::Store> {
+        self.0.store.as_ref()
+    }
+    /// Seconds since start-up.
+    pub fn uptime_s(&self) -> f64 {
+        self.0.started.elapsed().as_secs_f64()
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, ByteLru<Arc<StoredMatrix>>> {
+        self.0.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current gauge values.
+    pub fn gauges(&self) -> Gauges {
+        let c = self.cache();
+        Gauges {
+            cache_bytes: c.used(),
+            cache_capacity: c.capacity(),
+            cache_entries: c.len(),
+            queue_in_flight: self.0.queue.in_flight(),
+            queue_depth: self.0.queue.depth(),
+            device_up: self.0.device.engine.is_some(),
+        }
+    }
+
+    /// The uploaded matrix `id` (marking it recently used), or 404.
+    pub fn cached(&self, id: &str) -> Result<Arc<StoredMatrix>, ApiError> {
+        self.cache().get(id).ok_or_else(|| ApiError::NotFound(id.to_string()))
+    }
+
+    /// The uploaded matrix `id` without touching its recency.
+    pub fn peek(&self, id: &str) -> Option<(Arc<StoredMatrix>, usize)> {
+        let c = self.cache();
+        c.peek(id).map(|m| (m, c.bytes_of(id).unwrap_or(0)))
+    }
+
+    /// Looks up `id` only if it is cached, without answering 404.
+    pub fn try_cached(&self, id: &str) -> Option<Arc<StoredMatrix>> {
+        self.cache().get(id)
+    }
+
+    /// Removes `id`; false when it was not there.
+    pub fn remove(&self, id: &str) -> bool {
+        self.cache().remove(id).is_some()
+    }
+
+    /// Runs a blocking closure on the device worker, answering 503 when the
+    /// queue is full or there is no device.
+    pub async fn on_device<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Engine) -> Result<R, ApiError> + Send + 'static,
+    ) -> Result<R, ApiError> {
+        let engine = self.0.device.require()?;
+        match self.0.queue.run(move |_| f(&engine)).await {
+            Ok(r) => r,
+            Err(e) => {
+                if matches!(e, ApiError::QueueFull { .. }) {
+                    self.0.metrics.queue_full();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Plans `m` for precision `p` (blocking, cheap: features are already known).
+    pub fn plan(&self, m: &StoredMatrix, p: Precision, explain: bool) -> Planned {
+        let pred = self.0.planner.plan(p, &m.features, m.host.row_ptr(), explain);
+        Planned {
+            plan: pred.plan,
+            binning: pred.binning,
+            explanation: pred.explanation,
+            model: self.0.planner.used(p).clone(),
+        }
+    }
+
+    /// Makes sure `m` is on the device in precision `p`: plans, uploads and
+    /// prepares it on first use, charging the device bytes to the cache.
+    /// Returns the device state and whether this call created it.
+    pub async fn ensure_ready(&self, m: &Arc<StoredMatrix>, p: Precision) -> Result<(Arc<Ready>, bool), ApiError> {
+        if let Some(r) = m.ready(p) {
+            return Ok((r, false));
+        }
+        let t0 = Instant::now();
+        let dev_bytes = device_bytes(&m.host, p);
+        {
+            let cap = self.cache().capacity() as u64;
+            if m.host_bytes() + dev_bytes > cap {
+                return Err(ApiError::too_large(
+                    "matrix bytes (host copy plus device buffers)",
+                    m.host_bytes() + dev_bytes,
+                    cap,
+                ));
+            }
+        }
+        let planned = {
+            let (state, m2) = (self.clone(), m.clone());
+            tokio::task::spawn_blocking(move || state.plan(&m2, p, false))
+                .await
+                .map_err(ApiError::internal)?
+        };
+        let m2 = m.clone();
+        let planned2 = planned.clone();
+        let buffers = self
+            .on_device(move |engine| upload_blocking(engine, &m2.host, p, &planned2))
+            .await?;
+        let ready = Arc::new(Ready {
+            precision: p,
+            planned,
+            buffers,
+            device_bytes: dev_bytes,
+            setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+        });
+        {
+            let mut list = m.lock();
+            if let Some(r) = list.iter().find(|r| r.precision == p) {
+                // Another request uploaded it meanwhile; keep theirs.
+                return Ok((r.clone(), false));
+            }
+            list.push(ready.clone());
+        }
+        let grown = self.cache().grow(&m.id, dev_bytes as usize);
+        match grown {
+            Ok(Some(evicted)) => self.log_evictions(&evicted),
+            // Evicted while we were uploading: the result is still correct for
+            // this request; the id answers 404 afterwards.
+            Ok(None) => {}
+            Err(tb) => {
+                tracing::warn!(id = %m.id, bytes = tb.bytes, capacity = tb.capacity, "matrix outgrew the cache; dropped");
+                self.remove(&m.id);
+            }
+        }
+        Ok((ready, true))
+    }
+
+    /// Puts a parsed matrix in the cache (or returns the one already there).
+    pub fn insert(&self, m: StoredMatrix) -> Result<(Arc<StoredMatrix>, bool), ApiError> {
+        let mut c = self.cache();
+        if let Some(existing) = c.get(&m.id) {
+            return Ok((existing, true));
+        }
+        let m = Arc::new(m);
+        let evicted = c
+            .insert(&m.id, m.clone(), m.host_bytes() as usize)
+            .map_err(|tb| ApiError::too_large("matrix bytes (host copy)", tb.bytes, tb.capacity))?;
+        drop(c);
+        self.log_evictions(&evicted);
+        Ok((m, false))
+    }
+
+    fn log_evictions(&self, evicted: &[(String, Arc<StoredMatrix>)]) {
+        for (id, _) in evicted {
+            tracing::info!(%id, "evicted from the matrix cache (least recently used)");
+        }
+    }
+
+    /// Writes a served request to the results database, off the request's path.
+    pub fn log_request(&self, r: store::RequestRecord) {
+        let Some(db) = self.0.store.clone() else { return };
+        let state = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = db.log_request(&r).await {
+                tracing::warn!(error = %e, route = %r.route, "could not log the request to the results database");
+                state.0.metrics.log_failure();
+            }
+        });
+    }
+}

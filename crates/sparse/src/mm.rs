@@ -364,14 +364,16 @@ fn parse_header(text: &[u8], opts: &ReadOptions) -> Result<Header, Fail> {
         b"symmetric" => Symmetry::Symmetric,
         b"skew-symmetric" => Symmetry::Skew,
         b"hermitian" => Symmetry::Hermitian,
-        _ => return Err(fail(
-            0,
-            UnsupportedSymmetry,
-            format!(
+        _ => {
+            return Err(fail(
+                0,
+                UnsupportedSymmetry,
+                format!(
                 "symmetry `{}` is not supported (general, symmetric, skew-symmetric or hermitian)",
                 String::from_utf8_lossy(toks[4])
             ),
-        )),
+            ))
+        }
     };
     if format == Format::Array && field == Field::Pattern {
         return Err(fail(
@@ -447,6 +449,11 @@ fn parse_header(text: &[u8], opts: &ReadOptions) -> Result<Header, Fail> {
         });
     }
     let too_large = |what: &str, v: u64| {
+        let v = if v == u64::MAX {
+            "a number beyond 64 bits".to_string()
+        } else {
+            v.to_string()
+        };
         fail(
             size_at,
             TooLarge,
@@ -776,8 +783,10 @@ fn coordinate_chunk<T: Scalar>(
                 line_start,
                 ParseErrorKind::TooManyEntries,
                 format!(
-                    "the size line declares {} entries but there are more",
-                    h.entries
+                    "entry {} is one more than the {} declared on line {}",
+                    limit + 1,
+                    h.entries,
+                    h.size_line
                 ),
             ));
         }

@@ -1,0 +1,43 @@
+//! Labels become training samples: one stage-1 sample per matrix (the time of
+//! each scheme's best plan, timed as a whole) and one stage-2 sample per matrix,
+//! scheme and non-empty bin (each kernel's time on that bin alone).
+
+use crate::label::MatrixLabels;
+use selector::{Stage1Sample, Stage2Sample};
+use sparse::{Binning, Scheme};
+use std::collections::HashMap;
+
+/// The samples of one labelled matrix.
+#[derive(Debug, Clone)]
+pub struct Samples {
+    /// Stage 1.
+    pub stage1: Stage1Sample,
+    /// Stage 2, every scheme's bins.
+    pub stage2: Vec<Stage2Sample>,
+}
+
+/// Builds the samples of a matrix from its labels and its row pointer.
+pub fn samples(labels: &MatrixLabels, row_ptr: &[u32]) -> Samples {
+    let scheme_times: Vec<(Scheme, f64)> = labels
+        .plans
+        .iter()
+        .map(|(s, p)| (*s, p.total_ms.max(1e-9)))
+        .collect();
+    let stage1 = Stage1Sample::new(labels.name.clone(), &labels.features, scheme_times);
+    let mut binnings: HashMap<Scheme, Binning> = HashMap::new();
+    let mut stage2 = Vec::new();
+    for ((scheme, bin), times) in &labels.bins {
+        let b = binnings
+            .entry(*scheme)
+            .or_insert_with(|| Binning::new(row_ptr, *scheme));
+        let times: Vec<_> = times.iter().map(|(k, t)| (*k, t.max(1e-9))).collect();
+        stage2.push(Stage2Sample::new(
+            labels.name.clone(),
+            &labels.features,
+            b,
+            *bin,
+            times,
+        ));
+    }
+    Samples { stage1, stage2 }
+}

@@ -1,0 +1,436 @@
+//! Held-out evaluation by time, measured in one run: for each matrix, the
+//! predicted plan (and the overhead of features, prediction and binning), the
+//! oracle, the best and worst single kernel, serial and vector alone,
+//! CSR-Adaptive, and the hand-written rule baseline, all timed back to back.
+
+use crate::label::{test_vector, Labeller, MatrixLabels};
+use crate::report;
+use anyhow::Result;
+use engine::DeviceScalar;
+use selector::Model;
+use serde::Serialize;
+use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
+use std::path::Path;
+use std::time::Instant;
+
+/// One evaluated matrix (times in ms, kernel time from profiling events).
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalRow {
+    /// Matrix name.
+    pub matrix: String,
+    /// Where it comes from.
+    pub source: String,
+    /// Nonzeros.
+    pub nnz: usize,
+    /// Features + prediction + binning on the host.
+    pub overhead_ms: f64,
+    /// The predicted plan's scheme.
+    pub predicted_scheme: Scheme,
+    /// The predicted plan.
+    pub predicted_ms: f64,
+    /// The oracle's scheme (from exhaustive labelling).
+    pub oracle_scheme: Scheme,
+    /// Best time of the searched space in this run (the oracle plan re-timed, or
+    /// any candidate timed here that beat it).
+    pub oracle_ms: f64,
+    /// Fastest single kernel on the whole matrix.
+    pub best_single: KernelId,
+    /// Its time.
+    pub best_single_ms: f64,
+    /// Slowest single kernel.
+    pub worst_single: KernelId,
+    /// Its time.
+    pub worst_single_ms: f64,
+    /// Serial alone.
+    pub serial_ms: f64,
+    /// Vector alone.
+    pub vector_ms: f64,
+    /// CSR-Adaptive alone.
+    pub csr_adaptive_ms: f64,
+    /// The rule baseline's plan.
+    pub rule_ms: f64,
+    /// Stage-2 choices equal to the best kernel, over the predicted scheme's bins.
+    pub stage2_hits: usize,
+    /// Bins of the predicted scheme with labels.
+    pub stage2_bins: usize,
+}
+
+impl EvalRow {
+    /// oracle / predicted: 1.0 is perfect.
+    pub fn oracle_ratio(&self) -> f64 {
+        self.oracle_ms / self.predicted_ms
+    }
+}
+
+/// Evaluates one matrix. `labels` are its exhaustive labels in this precision.
+pub async fn evaluate_matrix<T: DeviceScalar>(
+    lab: &Labeller<'_>,
+    model: &Model,
+    name: &str,
+    source: &str,
+    a: &Csr<T>,
+    labels: &MatrixLabels,
+) -> Result<EvalRow> {
+    // Overhead: what a user's first call pays on the host before the kernels run.
+    let t0 = Instant::now();
+    let features = Features::of(a);
+    let pred = model.predict(&features, a.row_ptr());
+    let overhead_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let dm = lab.engine.upload(a)?;
+    let x = test_vector::<T>(a.ncols());
+    let m = labels.matrix;
+    let time = |plan: Plan| {
+        let dm = &dm;
+        let x = &x;
+        async move {
+            let b = Binning::new(a.row_ptr(), plan.scheme);
+            lab.plan_time(m, dm, &b, &plan, x, false).await
+        }
+    };
+    let predicted_ms = if pred.plan.kernels.is_empty() {
+        0.0
+    } else {
+        lab.plan_time(m, &dm, &pred.binning, &pred.plan, &x, false)
+            .await?
+    };
+    let (oracle_scheme, oracle_plan) = labels
+        .oracle()
+        .map(|(s, p)| (s, p.plan.clone()))
+        .unwrap_or((Scheme::Single, Plan::single(KernelId::Serial)));
+    let mut oracle_ms = time(oracle_plan).await?;
+    let mut singles = Vec::new();
+    for k in KernelId::all() {
+        singles.push((k, time(Plan::single(k)).await?));
+    }
+    let rule_ms = time(selector::rule_plan(&features, a.row_ptr())).await?;
+    let single = |k: KernelId| {
+        singles
+            .iter()
+            .find(|(kk, _)| *kk == k)
+            .map_or(f64::NAN, |s| s.1)
+    };
+    let best = singles
+        .iter()
+        .copied()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("kernels");
+    let worst = singles
+        .iter()
+        .copied()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("kernels");
+    for t in [predicted_ms, best.1, rule_ms] {
+        if t > 0.0 {
+            oracle_ms = oracle_ms.min(t);
+        }
+    }
+    let (mut hits, mut bins) = (0, 0);
+    for (bin, k) in &pred.plan.kernels {
+        if let Some(times) = labels.bins.get(&(pred.plan.scheme, *bin)) {
+            bins += 1;
+            let bestk = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|t| t.0);
+            hits += usize::from(bestk == Some(*k));
+        }
+    }
+    Ok(EvalRow {
+        matrix: name.to_string(),
+        source: source.to_string(),
+        nnz: a.nnz(),
+        overhead_ms,
+        predicted_scheme: pred.plan.scheme,
+        predicted_ms,
+        oracle_scheme,
+        oracle_ms,
+        best_single: best.0,
+        best_single_ms: best.1,
+        worst_single: worst.0,
+        worst_single_ms: worst.1,
+        serial_ms: single(KernelId::Serial),
+        vector_ms: single(KernelId::Vector),
+        csr_adaptive_ms: single(KernelId::CsrAdaptive),
+        rule_ms,
+        stage2_hits: hits,
+        stage2_bins: bins,
+    })
+}
+
+fn geomean(v: impl Iterator<Item = f64>) -> f64 {
+    let (mut s, mut n) = (0.0, 0usize);
+    for x in v.filter(|x| x.is_finite() && *x > 0.0) {
+        s += x.ln();
+        n += 1;
+    }
+    if n == 0 {
+        f64::NAN
+    } else {
+        (s / n as f64).exp()
+    }
+}
+
+/// The summary lines of an evaluation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Matrices evaluated.
+    pub matrices: usize,
+    /// Geometric mean of oracle / predicted.
+    pub geomean_oracle_ratio: f64,
+    /// Worst oracle / predicted.
+    pub worst_oracle_ratio: f64,
+    /// The matrix of the worst ratio.
+    pub worst_matrix: String,
+    /// Geometric mean of oracle / (predicted + overhead): the first call's share.
+    pub geomean_oracle_ratio_first_call: f64,
+    /// Median overhead in SpMV-equivalents (overhead / predicted plan time).
+    pub median_overhead_spmv_equivalents: f64,
+    /// Stage 1 top-1 accuracy: predicted scheme == oracle scheme.
+    pub stage1_accuracy: f64,
+    /// Stage 2 top-1 accuracy over the predicted schemes' bins.
+    pub stage2_accuracy: f64,
+    /// Geometric-mean speedups of the predicted plan over each baseline.
+    pub geomean_speedup_vs_serial: f64,
+    /// Over vector alone.
+    pub geomean_speedup_vs_vector: f64,
+    /// Over CSR-Adaptive alone.
+    pub geomean_speedup_vs_csr_adaptive: f64,
+    /// Over the rule baseline.
+    pub geomean_speedup_vs_rule: f64,
+    /// Over the best single kernel (per matrix).
+    pub geomean_speedup_vs_best_single: f64,
+    /// Over the worst single kernel (per matrix).
+    pub geomean_speedup_vs_worst_single: f64,
+    /// Matrices where the predicted plan beats serial.
+    pub beats_serial: usize,
+    /// ... vector.
+    pub beats_vector: usize,
+    /// ... CSR-Adaptive.
+    pub beats_csr_adaptive: usize,
+    /// ... the rule baseline.
+    pub beats_rule: usize,
+    /// ... the best single kernel.
+    pub beats_best_single: usize,
+}
+
+/// Summarises evaluated rows.
+pub fn summarize(rows: &[EvalRow]) -> Summary {
+    let sp = |f: fn(&EvalRow) -> f64| geomean(rows.iter().map(|r| f(r) / r.predicted_ms));
+    let beats = |f: fn(&EvalRow) -> f64| rows.iter().filter(|r| r.predicted_ms < f(r)).count();
+    let worst = rows
+        .iter()
+        .min_by(|a, b| a.oracle_ratio().total_cmp(&b.oracle_ratio()));
+    let mut eq: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.predicted_ms > 0.0)
+        .map(|r| r.overhead_ms / r.predicted_ms)
+        .collect();
+    eq.sort_by(f64::total_cmp);
+    let (h, b) = rows
+        .iter()
+        .fold((0, 0), |(h, b), r| (h + r.stage2_hits, b + r.stage2_bins));
+    Summary {
+        matrices: rows.len(),
+        geomean_oracle_ratio: geomean(rows.iter().map(|r| r.oracle_ratio())),
+        worst_oracle_ratio: worst.map_or(f64::NAN, |r| r.oracle_ratio()),
+        worst_matrix: worst.map_or(String::new(), |r| r.matrix.clone()),
+        geomean_oracle_ratio_first_call: geomean(
+            rows.iter()
+                .map(|r| r.oracle_ms / (r.predicted_ms + r.overhead_ms)),
+        ),
+        median_overhead_spmv_equivalents: eq.get(eq.len() / 2).copied().unwrap_or(f64::NAN),
+        stage1_accuracy: rows
+            .iter()
+            .filter(|r| r.predicted_scheme == r.oracle_scheme)
+            .count() as f64
+            / rows.len().max(1) as f64,
+        stage2_accuracy: h as f64 / b.max(1) as f64,
+        geomean_speedup_vs_serial: sp(|r| r.serial_ms),
+        geomean_speedup_vs_vector: sp(|r| r.vector_ms),
+        geomean_speedup_vs_csr_adaptive: sp(|r| r.csr_adaptive_ms),
+        geomean_speedup_vs_rule: sp(|r| r.rule_ms),
+        geomean_speedup_vs_best_single: sp(|r| r.best_single_ms),
+        geomean_speedup_vs_worst_single: sp(|r| r.worst_single_ms),
+        beats_serial: beats(|r| r.serial_ms),
+        beats_vector: beats(|r| r.vector_ms),
+        beats_csr_adaptive: beats(|r| r.csr_adaptive_ms),
+        beats_rule: beats(|r| r.rule_ms),
+        beats_best_single: beats(|r| r.best_single_ms),
+    }
+}
+
+/// Prints the per-matrix table.
+pub fn print_table(rows: &[EvalRow]) {
+    println!(
+        "{:<40} {:>9} {:>8} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "matrix",
+        "nnz",
+        "scheme",
+        "pred_ms",
+        "oracle_ms",
+        "ratio",
+        "best1_ms",
+        "serial",
+        "vector",
+        "csr_adapt",
+        "rule",
+        "ovh_ms"
+    );
+    for r in rows {
+        println!(
+            "{:<40} {:>9} {:>8} {:>9.4} {:>9.4} {:>7.3} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>8.3}",
+            r.matrix.chars().take(40).collect::<String>(),
+            r.nnz,
+            r.predicted_scheme.to_string(),
+            r.predicted_ms,
+            r.oracle_ms,
+            r.oracle_ratio(),
+            r.best_single_ms,
+            r.serial_ms,
+            r.vector_ms,
+            r.csr_adaptive_ms,
+            r.rule_ms,
+            r.overhead_ms
+        );
+    }
+}
+
+/// Writes the rows as CSV.
+pub fn write_csv(rows: &[EvalRow], path: &Path) -> Result<()> {
+    let mut w = csv::Writer::from_path(path)?;
+    w.write_record([
+        "matrix",
+        "source",
+        "nnz",
+        "overhead_ms",
+        "predicted_scheme",
+        "predicted_ms",
+        "oracle_scheme",
+        "oracle_ms",
+        "oracle_ratio",
+        "best_single",
+        "best_single_ms",
+        "worst_single",
+        "worst_single_ms",
+        "serial_ms",
+        "vector_ms",
+        "csr_adaptive_ms",
+        "rule_ms",
+        "stage2_hits",
+        "stage2_bins",
+    ])?;
+    for r in rows {
+        w.write_record([
+            r.matrix.clone(),
+            r.source.clone(),
+            r.nnz.to_string(),
+            format!("{:.6}", r.overhead_ms),
+            r.predicted_scheme.to_string(),
+            format!("{:.6}", r.predicted_ms),
+            r.oracle_scheme.to_string(),
+            format!("{:.6}", r.oracle_ms),
+            format!("{:.4}", r.oracle_ratio()),
+            r.best_single.name(),
+            format!("{:.6}", r.best_single_ms),
+            r.worst_single.name(),
+            format!("{:.6}", r.worst_single_ms),
+            format!("{:.6}", r.serial_ms),
+            format!("{:.6}", r.vector_ms),
+            format!("{:.6}", r.csr_adaptive_ms),
+            format!("{:.6}", r.rule_ms),
+            r.stage2_hits.to_string(),
+            r.stage2_bins.to_string(),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Writes the report: a Markdown page with the summary, and the SVG figures
+/// (the paper's Figures 6 and 7 on this device, and confusion matrices).
+#[allow(clippy::too_many_arguments)]
+pub fn write_report(
+    dir: &Path,
+    tag: &str,
+    rows: &[EvalRow],
+    summary: &Summary,
+    stage1_confusion: (&[String], &[Vec<usize>]),
+    stage2_confusion: (&[String], &[Vec<usize>]),
+    extra: &serde_json::Value,
+) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let cats: Vec<String> = rows.iter().map(|r| r.matrix.clone()).collect();
+    let sp = |f: fn(&EvalRow) -> f64| {
+        rows.iter()
+            .map(|r| f(r) / r.predicted_ms)
+            .collect::<Vec<_>>()
+    };
+    let fig6 = report::bar_chart(
+        &format!("Figure 6 ({tag}): speedup of the predicted plan over single kernels"),
+        "speedup (x, log scale)",
+        &cats,
+        &[
+            ("vs serial".into(), sp(|r| r.serial_ms)),
+            ("vs vector".into(), sp(|r| r.vector_ms)),
+            ("vs best single kernel".into(), sp(|r| r.best_single_ms)),
+            ("vs worst single kernel".into(), sp(|r| r.worst_single_ms)),
+            (
+                "oracle / predicted".into(),
+                rows.iter().map(|r| r.oracle_ratio()).collect(),
+            ),
+        ],
+    );
+    let fig7 = report::bar_chart(
+        &format!("Figure 7 ({tag}): speedup over CSR-Adaptive and the rule baseline"),
+        "speedup (x, log scale)",
+        &cats,
+        &[
+            ("vs CSR-Adaptive".into(), sp(|r| r.csr_adaptive_ms)),
+            ("vs rule baseline".into(), sp(|r| r.rule_ms)),
+        ],
+    );
+    let c1 = report::confusion(
+        &format!("Stage 1 ({tag}): schemes"),
+        stage1_confusion.0,
+        stage1_confusion.1,
+    );
+    let c2 = report::confusion(
+        &format!("Stage 2 ({tag}): kernels per bin"),
+        stage2_confusion.0,
+        stage2_confusion.1,
+    );
+    std::fs::write(dir.join(format!("fig6_{tag}.svg")), fig6)?;
+    std::fs::write(dir.join(format!("fig7_{tag}.svg")), fig7)?;
+    std::fs::write(dir.join(format!("confusion_stage1_{tag}.svg")), c1)?;
+    std::fs::write(dir.join(format!("confusion_stage2_{tag}.svg")), c2)?;
+    let mut md = format!("# Evaluation ({tag})\n\n");
+    md.push_str("Times are OpenCL kernel times (median of repetitions) measured back to back in one run.\n\n");
+    md.push_str("## Summary\n\n```json\n");
+    md.push_str(&serde_json::to_string_pretty(summary)?);
+    md.push_str("\n```\n\n");
+    if !extra.is_null() {
+        md.push_str("## Model and labels\n\n```json\n");
+        md.push_str(&serde_json::to_string_pretty(extra)?);
+        md.push_str("\n```\n\n");
+    }
+    md.push_str(&format!(
+        "![Figure 6](fig6_{tag}.svg)\n\n![Figure 7](fig7_{tag}.svg)\n\n![Stage 1](confusion_stage1_{tag}.svg)\n\n![Stage 2](confusion_stage2_{tag}.svg)\n\n"
+    ));
+    md.push_str("## Per matrix\n\n| matrix | nnz | scheme | predicted ms | oracle ms | oracle/pred | best single | serial | vector | CSR-Adaptive | rule |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        md.push_str(&format!(
+            "| {} | {} | {} | {:.4} | {:.4} | {:.3} | {} {:.4} | {:.4} | {:.4} | {:.4} | {:.4} |\n",
+            r.matrix,
+            r.nnz,
+            r.predicted_scheme,
+            r.predicted_ms,
+            r.oracle_ms,
+            r.oracle_ratio(),
+            r.best_single,
+            r.best_single_ms,
+            r.serial_ms,
+            r.vector_ms,
+            r.csr_adaptive_ms,
+            r.rule_ms
+        ));
+    }
+    std::fs::write(dir.join(format!("report_{tag}.md")), md)?;
+    Ok(())
+}

@@ -1,0 +1,418 @@
+//! Labelling (paper 000, Section III-C, done exhaustively): for each matrix,
+//! scheme and bin, time every kernel on that bin alone on the device; the best
+//! kernel per bin gives each scheme's plan, which is then timed as a whole (bins
+//! interact); the best whole plan is the oracle. Every timing goes to the results
+//! database the moment it is measured, and what the database already holds is
+//! never timed again, so a killed trainer loses at most the measurement in flight.
+
+use anyhow::{Context, Result};
+use engine::{DeviceScalar, Engine, LaunchMode};
+use rand::{Rng, SeedableRng};
+use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use store::{
+    DeviceId, FeatureVector, MatrixId, MatrixRecord, MeasurementKey, NewMeasurement, PlanRecord,
+    Precision, RunId, Store, Target,
+};
+
+/// How kernels are timed while labelling.
+#[derive(Debug, Clone)]
+pub struct LabelOptions {
+    /// Untimed runs before the timed ones.
+    pub warmup: usize,
+    /// Fewest timed repetitions.
+    pub min_reps: usize,
+    /// Most timed repetitions.
+    pub max_reps: usize,
+    /// Aim for about this much kernel time per measurement (ms), within the bounds above.
+    pub target_ms: f64,
+    /// A kernel whose first run on a bin is this many times slower than the best
+    /// kernel measured so far on that bin is recorded from that one run (it cannot
+    /// be the label: the machines' noise is far below this factor). 0 disables it.
+    pub hopeless_factor: f64,
+}
+
+impl Default for LabelOptions {
+    fn default() -> Self {
+        LabelOptions {
+            warmup: 1,
+            min_reps: 3,
+            max_reps: 15,
+            target_ms: 4.0,
+            hopeless_factor: 8.0,
+        }
+    }
+}
+
+/// The best plan of one scheme.
+#[derive(Debug, Clone)]
+pub struct SchemePlan {
+    /// Best kernel per bin.
+    pub plan: Plan,
+    /// The plan timed as a whole (ms).
+    pub total_ms: f64,
+    /// Sum of its bins timed alone (ms).
+    pub bins_sum_ms: f64,
+}
+
+/// Everything labelling learned about one matrix.
+#[derive(Debug, Clone)]
+pub struct MatrixLabels {
+    /// The matrix's row in the database.
+    pub matrix: MatrixId,
+    /// Its name.
+    pub name: String,
+    /// Its features.
+    pub features: Features,
+    /// Per (scheme, bin): each kernel's time on that bin alone (ms).
+    pub bins: BTreeMap<(Scheme, usize), Vec<(KernelId, f64)>>,
+    /// Per scheme, its best plan.
+    pub plans: BTreeMap<Scheme, SchemePlan>,
+}
+
+impl MatrixLabels {
+    /// The oracle: the scheme whose best plan is fastest as a whole.
+    pub fn oracle(&self) -> Option<(Scheme, &SchemePlan)> {
+        self.plans
+            .iter()
+            .min_by(|a, b| a.1.total_ms.total_cmp(&b.1.total_ms))
+            .map(|(s, p)| (*s, p))
+    }
+
+    /// Time (ms) of one kernel on the whole matrix (single-bin scheme), if measured.
+    pub fn single_kernel_ms(&self, k: KernelId) -> Option<f64> {
+        self.bins
+            .get(&(Scheme::Single, 0))
+            .and_then(|v| v.iter().find(|(kk, _)| *kk == k).map(|(_, t)| *t))
+    }
+}
+
+/// What the labeller needs from its surroundings.
+pub struct Labeller<'a> {
+    /// The device.
+    pub engine: &'a Engine,
+    /// The results database.
+    pub store: &'a Store,
+    /// The device's row.
+    pub device: DeviceId,
+    /// The training run measurements are attributed to.
+    pub run: Option<RunId>,
+    /// Timing options.
+    pub opts: LabelOptions,
+}
+
+/// The store's precision of a value type.
+pub fn precision_of<T: DeviceScalar>() -> Precision {
+    if T::BYTES == 4 {
+        Precision::F32
+    } else {
+        Precision::F64
+    }
+}
+
+/// The x every labelling run multiplies by: seeded, values in [-1, 1].
+pub fn test_vector<T: DeviceScalar>(n: usize) -> Vec<T> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5eed);
+    (0..n)
+        .map(|_| T::from_f64(rng.gen_range(-1.0..1.0)))
+        .collect()
+}
+
+/// Kernels in the order they are timed: the usually-fast ones first, so that the
+/// hopeless-kernel cut has a good reference early.
+pub fn kernel_order() -> Vec<KernelId> {
+    let mut v = vec![
+        KernelId::CsrAdaptive,
+        KernelId::Serial,
+        KernelId::Subvector(2),
+        KernelId::Subvector(4),
+        KernelId::Subvector(8),
+        KernelId::MergePath,
+        KernelId::Subvector(16),
+        KernelId::Subvector(32),
+        KernelId::Subvector(64),
+        KernelId::Subvector(128),
+        KernelId::Vector,
+    ];
+    v.retain(|k| engine::registry().iter().any(|i| i.id == *k && i.per_bin));
+    v
+}
+
+/// A hash of the rows of a bin: bins of different schemes with the same rows run
+/// the same launches, so their timings are shared instead of measured twice.
+fn rows_signature(b: &Binning, bin: usize) -> (u64, usize) {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut n = 0usize;
+    for &f in &b.bins[bin] {
+        let end = (f as usize + b.u).min(b.nrows);
+        (f, end).hash(&mut h);
+        n += end - f as usize;
+    }
+    (h.finish(), n)
+}
+
+impl Labeller<'_> {
+    /// Registers the matrix in the database and returns its id.
+    pub async fn register<T: DeviceScalar>(
+        &self,
+        name: &str,
+        source: &str,
+        a: &Csr<T>,
+        features: &Features,
+    ) -> Result<MatrixId> {
+        Ok(self
+            .store
+            .upsert_matrix(&MatrixRecord {
+                content_hash: a.content_hash(),
+                name: name.to_string(),
+                source: source.to_string(),
+                nrows: a.nrows() as u64,
+                ncols: a.ncols() as u64,
+                nnz: a.nnz() as u64,
+                features: FeatureVector::from_features(features),
+            })
+            .await?)
+    }
+
+    fn reps_for(&self, estimate_ms: f64) -> usize {
+        if estimate_ms <= 0.0 {
+            return self.opts.max_reps;
+        }
+        ((self.opts.target_ms / estimate_ms).ceil() as usize)
+            .clamp(self.opts.min_reps, self.opts.max_reps)
+    }
+
+    /// Labels one matrix in precision `T`: times what the database lacks, stores
+    /// it, and returns the complete labels. `deadline` stops between measurements
+    /// (the labels returned are then partial and `Ok(None)` is returned).
+    pub async fn label<T: DeviceScalar>(
+        &self,
+        name: &str,
+        source: &str,
+        a: &Csr<T>,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Option<MatrixLabels>> {
+        let features = Features::of(a);
+        let matrix = self.register(name, source, a, &features).await?;
+        let precision = precision_of::<T>();
+        let mut have: HashMap<MeasurementKey, (f64, f64, u32)> = self
+            .store
+            .measurements_for(matrix, self.device, precision)
+            .await?
+            .into_iter()
+            .map(|m| {
+                (
+                    m.data.key,
+                    (m.data.median_ms, m.data.spread_ms, m.data.repetitions),
+                )
+            })
+            .collect();
+        let key = |scheme: Scheme, target: Target| MeasurementKey {
+            matrix,
+            device: self.device,
+            precision,
+            scheme,
+            target,
+        };
+        let dm = self
+            .engine
+            .upload(a)
+            .with_context(|| format!("uploading {name}"))?;
+        let x = test_vector::<T>(a.ncols());
+        let kernels = kernel_order();
+        let mut by_rows: HashMap<((u64, usize), KernelId), (f64, f64, u32)> = HashMap::new();
+        let mut out = MatrixLabels {
+            matrix,
+            name: name.to_string(),
+            features,
+            bins: BTreeMap::new(),
+            plans: BTreeMap::new(),
+        };
+        let out_of_time = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+        for scheme in Scheme::all() {
+            let binning = Binning::new(a.row_ptr(), scheme);
+            let mut plan = Plan {
+                scheme,
+                kernels: Vec::new(),
+            };
+            let mut bins_sum = 0.0;
+            for bin in binning.nonempty_bins() {
+                let sig = rows_signature(&binning, bin);
+                let mut times: Vec<(KernelId, f64)> = Vec::new();
+                let mut best = f64::INFINITY;
+                for &k in &kernels {
+                    let kkey = key(
+                        scheme,
+                        Target::Bin {
+                            bin: bin as u32,
+                            kernel: k,
+                        },
+                    );
+                    let m = if let Some(&m) = have.get(&kkey) {
+                        m
+                    } else if let Some(&m) = by_rows.get(&(sig, k)) {
+                        // Same rows already timed under another scheme: same launch.
+                        self.store_time(&kkey, m.0, m.1, m.2).await?;
+                        m
+                    } else {
+                        if out_of_time() {
+                            return Ok(None);
+                        }
+                        let m = self.time_bin(&dm, &binning, bin, k, &x, best)?;
+                        self.store_time(&kkey, m.0, m.1, m.2).await?;
+                        m
+                    };
+                    let t = m.0;
+                    have.insert(kkey, m);
+                    by_rows.insert((sig, k), m);
+                    best = best.min(t);
+                    times.push((k, t));
+                }
+                let (bk, bt) = times
+                    .iter()
+                    .copied()
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
+                    .expect("at least one kernel");
+                bins_sum += bt;
+                plan.kernels.push((bin, bk));
+                out.bins.insert((scheme, bin), times);
+            }
+            if plan.kernels.is_empty() {
+                continue;
+            }
+            let pkey = key(scheme, Target::plan(&plan)?);
+            let total = if let Some(&(t, _, _)) = have.get(&pkey) {
+                t
+            } else {
+                if out_of_time() {
+                    return Ok(None);
+                }
+                let pp = self
+                    .engine
+                    .prepare_binned(&dm, &binning, &plan, LaunchMode::default())?;
+                let est = self.engine.time(&dm, &pp, &x, 0, 1)?.median_ms;
+                let st = self
+                    .engine
+                    .time(&dm, &pp, &x, self.opts.warmup, self.reps_for(est))?;
+                self.store_time(
+                    &pkey,
+                    st.median_ms,
+                    st.spread * st.median_ms,
+                    st.reps as u32,
+                )
+                .await?;
+                st.median_ms
+            };
+            have.insert(pkey, (total, 0.0, 1));
+            out.plans.insert(
+                scheme,
+                SchemePlan {
+                    plan,
+                    total_ms: total,
+                    bins_sum_ms: bins_sum,
+                },
+            );
+        }
+        let oracle = out.oracle().map(|(s, _)| s);
+        for (scheme, sp) in &out.plans {
+            self.store
+                .upsert_plan(&PlanRecord {
+                    matrix,
+                    device: self.device,
+                    precision,
+                    plan: sp.plan.clone(),
+                    total_ms: sp.total_ms,
+                    bins_sum_ms: Some(sp.bins_sum_ms),
+                    is_oracle: Some(*scheme) == oracle,
+                })
+                .await?;
+        }
+        Ok(Some(out))
+    }
+
+    /// Times one kernel on one bin: a first run, then (unless hopeless) the
+    /// warm-up and repetitions. Returns (median ms, spread ms, repetitions).
+    fn time_bin<T: DeviceScalar>(
+        &self,
+        dm: &engine::DeviceMatrix<T>,
+        binning: &Binning,
+        bin: usize,
+        k: KernelId,
+        x: &[T],
+        best_so_far: f64,
+    ) -> Result<(f64, f64, u32)> {
+        let pp = self
+            .engine
+            .prepare_bins(dm, binning, &[(bin, k)], LaunchMode::PerBin)?;
+        let first = self.engine.time(dm, &pp, x, 0, 1)?;
+        if self.opts.hopeless_factor > 0.0
+            && best_so_far.is_finite()
+            && first.median_ms > self.opts.hopeless_factor * best_so_far
+        {
+            return Ok((first.median_ms, 0.0, 1));
+        }
+        let st = self
+            .engine
+            .time(dm, &pp, x, self.opts.warmup, self.reps_for(first.median_ms))?;
+        Ok((st.median_ms, st.spread * st.median_ms, st.reps as u32))
+    }
+
+    async fn store_time(
+        &self,
+        key: &MeasurementKey,
+        median_ms: f64,
+        spread_ms: f64,
+        reps: u32,
+    ) -> Result<()> {
+        self.store
+            .insert_measurement(&NewMeasurement {
+                key: key.clone(),
+                median_ms,
+                spread_ms,
+                repetitions: reps,
+                run: self.run,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Times a given plan as a whole (stored under its plan key, reused when present).
+    pub async fn plan_time<T: DeviceScalar>(
+        &self,
+        matrix: MatrixId,
+        dm: &engine::DeviceMatrix<T>,
+        binning: &Binning,
+        plan: &Plan,
+        x: &[T],
+        reuse: bool,
+    ) -> Result<f64> {
+        let precision = precision_of::<T>();
+        let key = MeasurementKey {
+            matrix,
+            device: self.device,
+            precision,
+            scheme: plan.scheme,
+            target: Target::plan(plan)?,
+        };
+        if reuse && self.store.has_measurement(&key).await? {
+            let all = self
+                .store
+                .measurements_for(matrix, self.device, precision)
+                .await?;
+            if let Some(m) = all.into_iter().find(|m| m.data.key == key) {
+                return Ok(m.data.median_ms);
+            }
+        }
+        let pp = self
+            .engine
+            .prepare_binned(dm, binning, plan, LaunchMode::default())?;
+        let est = self.engine.time(dm, &pp, x, 0, 1)?.median_ms;
+        let st = self
+            .engine
+            .time(dm, &pp, x, self.opts.warmup, self.reps_for(est))?;
+        self.store_time(&key, st.median_ms, st.spread * st.median_ms, st.reps as u32)
+            .await?;
+        Ok(st.median_ms)
+    }
+}

@@ -1,0 +1,15 @@
+//! The offline stage (paper 000, Section III-C and Figure 3): build a corpus,
+//! time every scheme, bin and kernel on the device into the results database,
+//! fit the two-stage trees on a stratified 75/25 split, and evaluate the held-out
+//! matrices by time.
+//!
+//! Architecture invariant: SQL only through `store`, OpenCL only through
+//! `engine`, trees only through `selector`.
+
+pub mod corpus;
+pub mod dataset;
+pub mod evaluate;
+pub mod label;
+pub mod pipeline;
+pub mod report;
+pub mod split;

@@ -1,0 +1,404 @@
+//! `trainer`: corpus -> label -> fit -> evaluate (the default), or one stage at a time.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use store::{ModelRecord, Precision};
+use trainer::corpus::{self, CorpusOptions, Manifest};
+use trainer::label::LabelOptions;
+use trainer::pipeline::{self, Env, Labelled};
+use trainer::split::Side;
+
+#[derive(Parser)]
+#[command(
+    name = "trainer",
+    version,
+    about = "Label a corpus on the device, fit the two-stage trees, evaluate held-out matrices"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Corpus manifest (default: training-data/manifest.json).
+    #[arg(long, global = true)]
+    manifest: Option<PathBuf>,
+    /// Folder of real matrices (.mtx / .mtx.gz), instead of the manifest's.
+    #[arg(long, global = true)]
+    matrices: Option<PathBuf>,
+    /// Number of stand-ins (overrides the manifest).
+    #[arg(long, global = true)]
+    standins: Option<usize>,
+    /// Nonzero budget of stand-ins (overrides the manifest).
+    #[arg(long, global = true)]
+    standin_budget: Option<usize>,
+    /// Generator sizes in nonzeros, comma separated (overrides the manifest; "" for none).
+    #[arg(long, global = true)]
+    generators: Option<String>,
+    /// Only the first N corpus items (quick runs).
+    #[arg(long, global = true)]
+    limit: Option<usize>,
+    /// f32, f64 or both.
+    #[arg(long, global = true, default_value = "both")]
+    precision: String,
+    /// OpenCL device (substring of "platform / device"); default: env SPMV_DEVICE, else the best found.
+    #[arg(long, global = true)]
+    device: Option<String>,
+    /// Results database (default: env DATABASE_URL, else spmv.db in the working directory).
+    #[arg(long, global = true)]
+    database: Option<String>,
+    /// Stop labelling after this many minutes (what is measured is kept; run again to resume).
+    #[arg(long, global = true)]
+    budget_minutes: Option<f64>,
+    /// Where models are written.
+    #[arg(long, global = true)]
+    models_dir: Option<PathBuf>,
+    /// Where the evaluation CSV, report and plots are written.
+    #[arg(long, global = true)]
+    out: Option<PathBuf>,
+    /// Seed of the split and of every random choice (overrides the manifest).
+    #[arg(long, global = true)]
+    seed: Option<u64>,
+    /// Fewest timed repetitions per measurement.
+    #[arg(long, global = true, default_value_t = 3)]
+    min_reps: usize,
+    /// Most timed repetitions per measurement.
+    #[arg(long, global = true, default_value_t = 15)]
+    max_reps: usize,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Corpus -> label -> fit -> evaluate (the default).
+    Run,
+    /// Print the corpus and its composition.
+    Corpus,
+    /// Time every scheme, bin and kernel of the corpus into the database.
+    Label,
+    /// Evaluate a model on the matrices of a folder (labelling them first when needed).
+    Evaluate {
+        /// The model file.
+        #[arg(long)]
+        model: PathBuf,
+    },
+}
+
+impl Common {
+    fn precisions(&self) -> Result<Vec<Precision>> {
+        Ok(match self.precision.as_str() {
+            "both" => vec![Precision::F32, Precision::F64],
+            p => vec![p.parse().context("--precision")?],
+        })
+    }
+
+    fn corpus(&self) -> Result<(Manifest, Vec<corpus::Item>)> {
+        let mpath = self.manifest.clone().unwrap_or_else(Manifest::default_path);
+        let m = Manifest::load(&mpath)?;
+        let mut opts = CorpusOptions::from_manifest(&m, self.matrices.clone());
+        if let Some(n) = self.standins {
+            opts.standins = n;
+        }
+        if let Some(b) = self.standin_budget {
+            opts.standin_nnz_budget = b;
+        }
+        if let Some(g) = &self.generators {
+            opts.generator_nnz = g
+                .split(',')
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.trim().parse::<usize>().context("--generators"))
+                .collect::<Result<_>>()?;
+        }
+        if let Some(s) = self.seed {
+            opts.seed = s;
+        }
+        let mut items = corpus::build(&opts)?;
+        if let Some(n) = self.limit {
+            items.truncate(n);
+        }
+        Ok((m, items))
+    }
+
+    fn label_options(&self) -> LabelOptions {
+        LabelOptions {
+            min_reps: self.min_reps,
+            max_reps: self.max_reps.max(self.min_reps),
+            ..LabelOptions::default()
+        }
+    }
+
+    fn budget(&self) -> Option<std::time::Duration> {
+        self.budget_minutes
+            .map(|m| std::time::Duration::from_secs_f64((m * 60.0).max(0.0)))
+    }
+}
+
+fn composition(items: &[corpus::Item]) -> serde_json::Value {
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for it in items {
+        *by.entry(it.source.split(':').next().unwrap_or("").to_string())
+            .or_default() += 1;
+    }
+    serde_json::json!(by)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let c = cli.common.clone();
+    match cli.command.unwrap_or(Command::Run) {
+        Command::Corpus => {
+            let (m, items) = c.corpus()?;
+            println!("corpus: {}", m.description);
+            for it in &items {
+                println!("{:<60} {:<40} {}", it.name, it.source, it.kind);
+            }
+            println!("{} matrices: {}", items.len(), composition(&items));
+            Ok(())
+        }
+        Command::Label => {
+            let (_, items) = c.corpus()?;
+            let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
+            let lc = pipeline::label_corpus(
+                &env,
+                &items,
+                &c.precisions()?,
+                &c.label_options(),
+                c.budget(),
+                serde_json::json!({"matrices": items.len()}),
+            )
+            .await?;
+            report_labelling(&lc, &items);
+            Ok(())
+        }
+        Command::Run => run(&c).await,
+        Command::Evaluate { model } => evaluate(&c, &model).await,
+    }
+}
+
+fn report_labelling(lc: &pipeline::LabelledCorpus, items: &[corpus::Item]) {
+    println!(
+        "labelled {} matrices in f32 and {} in f64 in {:.0} s{}; {} failed",
+        lc.f32.len(),
+        lc.f64.len(),
+        lc.seconds,
+        if lc.interrupted {
+            " (time budget reached: run again to resume)"
+        } else {
+            ""
+        },
+        lc.failed.len()
+    );
+    for (n, e) in &lc.failed {
+        println!("  failed: {n}: {e}");
+    }
+    println!("corpus composition: {}", composition(items));
+    for (tag, l) in [("f32", &lc.f32), ("f64", &lc.f64)] {
+        if !l.is_empty() {
+            println!(
+                "label distribution {tag}: {}",
+                pipeline::label_distribution(l)
+            );
+        }
+    }
+}
+
+async fn run(c: &Common) -> Result<()> {
+    let (manifest, items) = c.corpus()?;
+    let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
+    let opts = c.label_options();
+    let lc = pipeline::label_corpus(
+        &env,
+        &items,
+        &c.precisions()?,
+        &opts,
+        c.budget(),
+        serde_json::json!({"matrices": items.len(), "composition": composition(&items)}),
+    )
+    .await?;
+    report_labelling(&lc, &items);
+    let seed = c.seed.unwrap_or(manifest.seed);
+    let sides = pipeline::split_items(&items, seed);
+    let models_dir = c
+        .models_dir
+        .clone()
+        .unwrap_or_else(|| corpus::repo_root().join("models"));
+    let out = c.out.clone().unwrap_or_else(pipeline::default_report_dir);
+    std::fs::create_dir_all(&models_dir)?;
+    let device = env.engine.info().name.clone();
+    let mut last = serde_json::Value::Null;
+    for (precision, labelled) in [(Precision::F32, &lc.f32), (Precision::F64, &lc.f64)] {
+        if labelled.is_empty() {
+            continue;
+        }
+        let train: Vec<&Labelled> = labelled
+            .iter()
+            .filter(|l| sides[l.item] == Side::Train)
+            .collect();
+        let test: Vec<&Labelled> = labelled
+            .iter()
+            .filter(|l| sides[l.item] == Side::Test)
+            .collect();
+        if train.len() < 4 || test.is_empty() {
+            bail!(
+                "too few labelled matrices to split ({} train, {} test)",
+                train.len(),
+                test.len()
+            );
+        }
+        let corpus_desc = format!(
+            "{} ({} matrices: {}; split 75/25 by matrix, stratified by kind and size, seed {seed})",
+            manifest.description,
+            items.len(),
+            composition(&items)
+        );
+        let fitted = pipeline::fit_precision(&train, &device, precision, &corpus_desc, seed)?;
+        let mut model = fitted.model;
+        let t0 = std::time::Instant::now();
+        let rows =
+            pipeline::evaluate_labelled(&env, &model, &items, &test, precision, &opts).await?;
+        let real: Vec<_> = rows
+            .iter()
+            .filter(|r| r.source == "suitesparse")
+            .cloned()
+            .collect();
+        let test_real: Vec<&Labelled> = test
+            .iter()
+            .copied()
+            .filter(|l| items[l.item].is_real())
+            .collect();
+        let tag = precision.as_str();
+        let extra = serde_json::json!({
+            "labels": pipeline::label_distribution(labelled),
+            "model_metrics": model.card.metrics,
+            "train_matrices": train.len(),
+            "test_matrices": test.len(),
+        });
+        let all_summary = pipeline::write_outputs(
+            &out,
+            &format!("{tag}_all"),
+            &rows,
+            &model,
+            &test,
+            extra.clone(),
+        )?;
+        let real_summary = pipeline::write_outputs(
+            &out,
+            &format!("{tag}_real"),
+            &real,
+            &model,
+            &test_real,
+            extra,
+        )?;
+        evaluate_print(&rows);
+        pipeline::print_summary(&format!("{tag}: all held-out matrices"), &all_summary);
+        pipeline::print_summary(
+            &format!("{tag}: held-out real SuiteSparse matrices"),
+            &real_summary,
+        );
+        println!("   evaluation took {:.0} s", t0.elapsed().as_secs_f64());
+        if let Some(m) = model.card.metrics.as_object_mut() {
+            m.insert("test_all".into(), serde_json::to_value(&all_summary)?);
+            m.insert("test_real".into(), serde_json::to_value(&real_summary)?);
+            m.insert("labelling_seconds".into(), serde_json::json!(lc.seconds));
+        }
+        let path = models_dir.join(pipeline::model_file_name(&device, precision));
+        model.save(&path)?;
+        env.store
+            .insert_model(&ModelRecord {
+                path: path.display().to_string(),
+                device_name: device.clone(),
+                precision,
+                metrics: model.card.metrics.clone(),
+                card: serde_json::to_value(&model.card)?,
+            })
+            .await?;
+        println!("   model written to {}", path.display());
+        last = summary_json(&real_summary, &all_summary, tag);
+    }
+    println!("{last}");
+    Ok(())
+}
+
+fn evaluate_print(rows: &[trainer::evaluate::EvalRow]) {
+    trainer::evaluate::print_table(rows);
+}
+
+fn summary_json(
+    s: &trainer::evaluate::Summary,
+    all: &trainer::evaluate::Summary,
+    tag: &str,
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("precision".into(), serde_json::json!(tag));
+        o.insert(
+            "scope".into(),
+            serde_json::json!("held-out real SuiteSparse matrices"),
+        );
+        o.insert(
+            "all_held_out".into(),
+            serde_json::to_value(all).unwrap_or_default(),
+        );
+    }
+    v
+}
+
+async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
+    let model = selector::Model::load(model_path)
+        .with_context(|| format!("loading model {}", model_path.display()))?;
+    let precision: Precision = model.card.precision.parse().context("model precision")?;
+    let dir = c
+        .matrices
+        .clone()
+        .context("evaluate needs --matrices DIR (a folder of .mtx / .mtx.gz files)")?;
+    let mut items = corpus::real_items(&dir)?;
+    if let Some(n) = c.limit {
+        items.truncate(n);
+    }
+    if items.is_empty() {
+        bail!("no .mtx or .mtx.gz files in {}", dir.display());
+    }
+    let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
+    if !model.matches(&env.engine.info().name, precision.as_str()) {
+        eprintln!(
+            "evaluate: note: the model was trained on '{}', this device is '{}'",
+            model.card.device,
+            env.engine.info().name
+        );
+    }
+    let opts = c.label_options();
+    let lc = pipeline::label_corpus(
+        &env,
+        &items,
+        &[precision],
+        &opts,
+        c.budget(),
+        serde_json::json!({"evaluate": dir.display().to_string()}),
+    )
+    .await?;
+    let labelled: Vec<&Labelled> = match precision {
+        Precision::F32 => lc.f32.iter().collect(),
+        Precision::F64 => lc.f64.iter().collect(),
+    };
+    let rows =
+        pipeline::evaluate_labelled(&env, &model, &items, &labelled, precision, &opts).await?;
+    let out = c.out.clone().unwrap_or_else(pipeline::default_report_dir);
+    let tag = format!("{}_evaluate", precision.as_str());
+    let summary = pipeline::write_outputs(
+        &out,
+        &tag,
+        &rows,
+        &model,
+        &labelled,
+        serde_json::Value::Null,
+    )?;
+    evaluate_print(&rows);
+    pipeline::print_summary(&tag, &summary);
+    println!("report, CSV and plots in {}", out.display());
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(())
+}

@@ -1,0 +1,465 @@
+//! The trainer's stages wired together: label a corpus in both precisions, split,
+//! fit (comparing the weighting variants on a validation slice of the training
+//! set, by time lost), evaluate the held-out matrices, and write the models and
+//! the report.
+
+use crate::corpus::Item;
+use crate::dataset::{samples, Samples};
+use crate::evaluate::{self, EvalRow, Summary};
+use crate::label::{LabelOptions, Labeller, MatrixLabels};
+use crate::split::{kind_class, size_bucket, split, Side};
+use anyhow::{Context, Result};
+use engine::{DeviceScalar, Engine};
+use indicatif::{ProgressBar, ProgressStyle};
+use selector::{Model, ParamGuard, Stage1Sample, Stage2Sample, TrainParams, Weighting};
+use sparse::Csr;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use store::{DeviceId, DeviceRecord, Precision, RunId, RunRecord, RunStatus, Store};
+
+/// One labelled matrix of the corpus, in one precision.
+#[derive(Debug, Clone)]
+pub struct Labelled {
+    /// Index into the corpus.
+    pub item: usize,
+    /// Its labels.
+    pub labels: MatrixLabels,
+    /// Its training samples.
+    pub samples: Samples,
+}
+
+/// The results of labelling a corpus in both precisions.
+#[derive(Debug, Default)]
+pub struct LabelledCorpus {
+    /// f32 labels.
+    pub f32: Vec<Labelled>,
+    /// f64 labels.
+    pub f64: Vec<Labelled>,
+    /// Items that failed to load or run, with the reason.
+    pub failed: Vec<(String, String)>,
+    /// Whether the time budget ran out before the end.
+    pub interrupted: bool,
+    /// Wall time spent, seconds.
+    pub seconds: f64,
+}
+
+/// The device and database the trainer works with.
+pub struct Env {
+    /// The OpenCL device.
+    pub engine: Engine,
+    /// The results database.
+    pub store: Store,
+    /// The device's row.
+    pub device: DeviceId,
+}
+
+impl Env {
+    /// Opens the device (by selector, or the best found) and the database
+    /// (`DATABASE_URL`, else `spmv.db` in the working directory), and registers
+    /// the device with its measured copy bandwidth.
+    pub async fn open(device: Option<&str>, database: Option<&str>) -> Result<Env> {
+        let engine = Engine::new(device).context("opening the OpenCL device")?;
+        let store = Store::connect(database)
+            .await
+            .context("opening the results database")?;
+        let bw = engine.copy_bandwidth(256 << 20, 5).ok().map(|b| b.gbps);
+        let info = engine.info().clone();
+        let device = store
+            .upsert_device(&DeviceRecord {
+                name: info.name.clone(),
+                vendor: info.vendor.clone(),
+                driver: info.driver.clone(),
+                compute_units: info.compute_units,
+                global_mem_bytes: info.global_mem_bytes,
+                copy_bandwidth_gbps: bw,
+            })
+            .await?;
+        eprintln!(
+            "trainer: device '{}' ({}, {} compute units, copy bandwidth {}), database {}",
+            info.name,
+            info.kind,
+            info.compute_units,
+            bw.map_or("not measured".into(), |b| format!("{b:.1} GB/s")),
+            store.location()
+        );
+        Ok(Env {
+            engine,
+            store,
+            device,
+        })
+    }
+
+    /// A labeller attributed to `run`.
+    pub fn labeller(&self, run: Option<RunId>, opts: LabelOptions) -> Labeller<'_> {
+        Labeller {
+            engine: &self.engine,
+            store: &self.store,
+            device: self.device,
+            run,
+            opts,
+        }
+    }
+}
+
+fn progress(n: usize, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(n as u64);
+    pb.set_style(
+        ProgressStyle::with_template(&format!(
+            "{what} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} ETA {{eta}} {{msg}}"
+        ))
+        .expect("valid template"),
+    );
+    pb
+}
+
+async fn label_one<T: DeviceScalar>(
+    lab: &Labeller<'_>,
+    item: &Item,
+    idx: usize,
+    a: &Csr<T>,
+    deadline: Option<Instant>,
+) -> Result<Option<Labelled>> {
+    Ok(lab
+        .label(&item.name, &item.source, a, deadline)
+        .await?
+        .map(|labels| Labelled {
+            item: idx,
+            samples: samples(&labels, a.row_ptr()),
+            labels,
+        }))
+}
+
+/// Labels every item in the chosen precisions. Already-stored measurements are
+/// reused; a time budget stops between measurements.
+pub async fn label_corpus(
+    env: &Env,
+    items: &[Item],
+    precisions: &[Precision],
+    opts: &LabelOptions,
+    budget: Option<std::time::Duration>,
+    params: serde_json::Value,
+) -> Result<LabelledCorpus> {
+    let start = Instant::now();
+    let deadline = budget.map(|b| start + b);
+    let run = env
+        .store
+        .start_run(&RunRecord {
+            device: Some(env.device),
+            precision: (precisions.len() == 1).then(|| precisions[0]),
+            params,
+            notes: format!("labelling {} matrices", items.len()),
+        })
+        .await?;
+    let lab = env.labeller(Some(run), opts.clone());
+    let mut out = LabelledCorpus::default();
+    let pb = progress(items.len(), "label");
+    for (i, item) in items.iter().enumerate() {
+        pb.set_message(item.name.clone());
+        let a = match item.load() {
+            Ok(a) => a,
+            Err(e) => {
+                out.failed.push((item.name.clone(), format!("{e:#}")));
+                pb.inc(1);
+                continue;
+            }
+        };
+        for &p in precisions {
+            let r = match p {
+                Precision::F32 => label_one(&lab, item, i, &a.cast::<f32>(), deadline)
+                    .await
+                    .map(|l| l.map(|l| out.f32.push(l))),
+                Precision::F64 => label_one(&lab, item, i, &a, deadline)
+                    .await
+                    .map(|l| l.map(|l| out.f64.push(l))),
+            };
+            match r {
+                Ok(Some(())) => {}
+                Ok(None) => out.interrupted = true,
+                Err(e) => out
+                    .failed
+                    .push((format!("{} ({p})", item.name), format!("{e:#}"))),
+            }
+        }
+        pb.inc(1);
+        if out.interrupted {
+            break;
+        }
+    }
+    pb.finish_and_clear();
+    out.seconds = start.elapsed().as_secs_f64();
+    let status = if out.interrupted {
+        RunStatus::Interrupted
+    } else {
+        RunStatus::Finished
+    };
+    env.store
+        .finish_run(
+            run,
+            status,
+            &format!(
+                "{} f32 + {} f64 labelled, {} failed, {:.0} s",
+                out.f32.len(),
+                out.f64.len(),
+                out.failed.len(),
+                out.seconds
+            ),
+        )
+        .await?;
+    Ok(out)
+}
+
+/// The split of labelled items (by corpus item, so both precisions agree).
+pub fn split_items(items: &[Item], seed: u64) -> Vec<Side> {
+    let strata: Vec<(String, u32)> = items
+        .iter()
+        .map(|it| {
+            let nnz = match &it.spec {
+                crate::corpus::Spec::Generator { nnz, .. } => *nnz,
+                crate::corpus::Spec::Standin {
+                    nnz_budget, stats, ..
+                } => (*nnz_budget).min(stats.nnz as usize),
+                crate::corpus::Spec::File(p) => std::fs::metadata(p)
+                    .map(|m| m.len() as usize / 8)
+                    .unwrap_or(0),
+            };
+            (kind_class(&it.source, &it.kind), size_bucket(nnz))
+        })
+        .collect();
+    split(&strata, 0.25, seed)
+}
+
+/// What fitting produced for one precision.
+pub struct Fitted {
+    /// The chosen model (card filled).
+    pub model: Model,
+    /// Validation results of every weighting variant.
+    pub variants: serde_json::Value,
+}
+
+/// Fits a model on the training side: the weighting variants are compared on a
+/// validation quarter of the training matrices by time lost, and the best one is
+/// refitted on all training matrices.
+pub fn fit_precision(
+    train: &[&Labelled],
+    device: &str,
+    precision: Precision,
+    corpus: &str,
+    seed: u64,
+) -> Result<Fitted> {
+    let base = TrainParams::new().seed(seed).check()?;
+    let strata: Vec<(String, u32)> = train
+        .iter()
+        .map(|l| {
+            (
+                String::from("all"),
+                size_bucket(l.labels.features.values[2] as usize),
+            )
+        })
+        .collect();
+    let sides = split(&strata, 0.25, seed ^ 0xfeed);
+    let (mut t1, mut t2, mut v1, mut v2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (l, s) in train.iter().zip(&sides) {
+        if *s == Side::Test {
+            v1.push(l.samples.stage1.clone());
+            v2.extend(l.samples.stage2.iter().cloned());
+        } else {
+            t1.push(l.samples.stage1.clone());
+            t2.extend(l.samples.stage2.iter().cloned());
+        }
+    }
+    let modes = Weighting::ALL;
+    let (chosen, results) = selector::fit_variants(&t1, &t2, &v1, &v2, &base, &modes)?;
+    let weighting = chosen.card.hyper_parameters.check()?.weighting();
+    let all1: Vec<Stage1Sample> = train.iter().map(|l| l.samples.stage1.clone()).collect();
+    let all2: Vec<Stage2Sample> = train
+        .iter()
+        .flat_map(|l| l.samples.stage2.iter().cloned())
+        .collect();
+    let params = base.with_weighting(weighting);
+    let mut model = selector::fit(&all1, &all2, &params)?;
+    model.card.device = device.to_string();
+    model.card.precision = precision.as_str().to_string();
+    model.card.corpus = corpus.to_string();
+    let variants = serde_json::to_value(&results)?;
+    if let Some(m) = model.card.metrics.as_object_mut() {
+        m.insert("variants_on_validation".into(), variants.clone());
+        m.insert("chosen_weighting".into(), serde_json::to_value(weighting)?);
+        m.insert("train_matrices".into(), serde_json::json!(train.len()));
+    }
+    Ok(Fitted { model, variants })
+}
+
+/// Evaluates `model` on labelled matrices (all timed in this run) and returns the rows.
+pub async fn evaluate_labelled(
+    env: &Env,
+    model: &Model,
+    items: &[Item],
+    labelled: &[&Labelled],
+    precision: Precision,
+    opts: &LabelOptions,
+) -> Result<Vec<EvalRow>> {
+    let lab = env.labeller(None, opts.clone());
+    let mut rows = Vec::new();
+    let pb = progress(labelled.len(), "evaluate");
+    for l in labelled {
+        let item = &items[l.item];
+        pb.set_message(item.name.clone());
+        let a = item.load()?;
+        let row = match precision {
+            Precision::F32 => {
+                evaluate::evaluate_matrix(
+                    &lab,
+                    model,
+                    &item.name,
+                    &item.source,
+                    &a.cast::<f32>(),
+                    &l.labels,
+                )
+                .await
+            }
+            Precision::F64 => {
+                evaluate::evaluate_matrix(&lab, model, &item.name, &item.source, &a, &l.labels)
+                    .await
+            }
+        };
+        match row {
+            Ok(r) => rows.push(r),
+            Err(e) => eprintln!("evaluate: {} failed: {e:#}", item.name),
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    Ok(rows)
+}
+
+/// Confusion matrices of both stages on labelled matrices.
+pub fn confusions(
+    model: &Model,
+    labelled: &[&Labelled],
+) -> (
+    (Vec<String>, Vec<Vec<usize>>),
+    (Vec<String>, Vec<Vec<usize>>),
+) {
+    let schemes: Vec<sparse::Scheme> = sparse::Scheme::all();
+    let mut c1 = vec![vec![0usize; schemes.len()]; schemes.len()];
+    for l in labelled {
+        let pred = model.predict_scheme(&l.samples.stage1.features);
+        if let (Some((o, _)), Some(pi)) =
+            (l.labels.oracle(), schemes.iter().position(|s| *s == pred))
+        {
+            if let Some(oi) = schemes.iter().position(|s| *s == o) {
+                c1[oi][pi] += 1;
+            }
+        }
+    }
+    let kernels = sparse::KernelId::all();
+    let mut c2 = vec![vec![0usize; kernels.len()]; kernels.len()];
+    for l in labelled {
+        for s in &l.samples.stage2 {
+            let pred = model.predict_kernel(&s.x);
+            let best = s
+                .kernel_times
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|t| t.0);
+            if let (Some(b), Some(pi)) = (best, kernels.iter().position(|k| *k == pred)) {
+                if let Some(bi) = kernels.iter().position(|k| *k == b) {
+                    c2[bi][pi] += 1;
+                }
+            }
+        }
+    }
+    (
+        (schemes.iter().map(|s| s.to_string()).collect(), c1),
+        (kernels.iter().map(|k| k.name()).collect(), c2),
+    )
+}
+
+/// Label distribution: how often each scheme is the oracle and each kernel the best on a bin.
+pub fn label_distribution(labelled: &[Labelled]) -> serde_json::Value {
+    use std::collections::BTreeMap;
+    let mut schemes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut kernels: BTreeMap<String, usize> = BTreeMap::new();
+    let mut whole: BTreeMap<String, usize> = BTreeMap::new();
+    for l in labelled {
+        if let Some((s, _)) = l.labels.oracle() {
+            *schemes.entry(s.to_string()).or_default() += 1;
+        }
+        for times in l.labels.bins.values() {
+            if let Some(b) = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
+                *kernels.entry(b.0.name()).or_default() += 1;
+            }
+        }
+        if let Some(times) = l.labels.bins.get(&(sparse::Scheme::Single, 0)) {
+            if let Some(b) = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)) {
+                *whole.entry(b.0.name()).or_default() += 1;
+            }
+        }
+    }
+    serde_json::json!({
+        "oracle_scheme": schemes,
+        "best_kernel_per_bin": kernels,
+        "best_single_kernel_whole_matrix": whole,
+    })
+}
+
+/// File name of a model for a device and precision: `<device-slug>-<precision>.json`.
+pub fn model_file_name(device: &str, precision: Precision) -> String {
+    let slug: String = device
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    format!("{slug}-{}.json", precision.as_str())
+}
+
+/// Prints the summary lines and returns the JSON of the summary.
+pub fn print_summary(tag: &str, s: &Summary) {
+    println!("== {tag}: {} matrices", s.matrices);
+    println!(
+        "   oracle/predicted: geomean {:.3}, worst {:.3} ({}); first call incl. overhead: geomean {:.3}; overhead median {:.2} SpMV-equivalents",
+        s.geomean_oracle_ratio, s.worst_oracle_ratio, s.worst_matrix, s.geomean_oracle_ratio_first_call, s.median_overhead_spmv_equivalents
+    );
+    println!(
+        "   top-1 accuracy: stage 1 {:.1}%, stage 2 {:.1}%",
+        100.0 * s.stage1_accuracy,
+        100.0 * s.stage2_accuracy
+    );
+    println!(
+        "   geomean speedup vs serial {:.2}x ({} won), vector {:.2}x ({}), CSR-Adaptive {:.2}x ({}), rule {:.2}x ({}), best single {:.2}x ({}), worst single {:.2}x",
+        s.geomean_speedup_vs_serial, s.beats_serial, s.geomean_speedup_vs_vector, s.beats_vector,
+        s.geomean_speedup_vs_csr_adaptive, s.beats_csr_adaptive, s.geomean_speedup_vs_rule, s.beats_rule,
+        s.geomean_speedup_vs_best_single, s.beats_best_single, s.geomean_speedup_vs_worst_single
+    );
+}
+
+/// Writes CSV and report for rows, returns the summary.
+pub fn write_outputs(
+    out: &Path,
+    tag: &str,
+    rows: &[EvalRow],
+    model: &Model,
+    labelled: &[&Labelled],
+    extra: serde_json::Value,
+) -> Result<Summary> {
+    std::fs::create_dir_all(out)?;
+    let summary = evaluate::summarize(rows);
+    evaluate::write_csv(rows, &out.join(format!("evaluation_{tag}.csv")))?;
+    let ((l1, c1), (l2, c2)) = confusions(model, labelled);
+    evaluate::write_report(out, tag, rows, &summary, (&l1, &c1), (&l2, &c2), &extra)?;
+    Ok(summary)
+}
+
+/// Where reports go by default.
+pub fn default_report_dir() -> PathBuf {
+    crate::corpus::repo_root().join("training-data/report")
+}

@@ -1,0 +1,481 @@
+//! The engine: one OpenCL device, its context and profiling queue, the kernel
+//! programs (built once per precision), uploads, plan preparation, execution
+//! and timing.
+
+use crate::device::{self, DeviceInfo, DEVICE_ENV};
+use crate::error::{EngineError, Result};
+use crate::kernels::{program_source, DeviceScalar, KernelParams, Precision};
+use crate::matrix::DeviceMatrix;
+use crate::prepared::{bin_rows, build_steps, LaunchInfo, LaunchMode, PreparedPlan, RowSet};
+use ocl::enums::ProfilingInfo;
+use ocl::{Buffer, Context, Device, Event, Kernel, Program, Queue};
+use sparse::{Binning, Csr, KernelId, Plan, Scheme};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Kernel and end-to-end time of one SpMV.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Timings {
+    /// Sum of the kernels' OpenCL profiling times (end - start), nanoseconds.
+    pub kernel_ns: u64,
+    /// Wall clock of x upload + kernels + y download, nanoseconds.
+    pub wall_ns: u64,
+    /// Kernel enqueues.
+    pub enqueues: usize,
+}
+
+impl Timings {
+    /// Kernel time in milliseconds.
+    pub fn kernel_ms(&self) -> f64 {
+        self.kernel_ns as f64 * 1e-6
+    }
+
+    /// End-to-end time in milliseconds.
+    pub fn wall_ms(&self) -> f64 {
+        self.wall_ns as f64 * 1e-6
+    }
+}
+
+/// Repeated measurements of a prepared plan (kernel time from profiling events).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeStats {
+    /// Repetitions measured (after the warm-up).
+    pub reps: usize,
+    /// Median kernel time per SpMV, ms.
+    pub median_ms: f64,
+    /// Fastest repetition, ms.
+    pub min_ms: f64,
+    /// Slowest repetition, ms.
+    pub max_ms: f64,
+    /// Interquartile range divided by the median (0.05 = 5% spread).
+    pub spread: f64,
+    /// Median wall-clock time of the kernels (enqueue to finish, x already on the device), ms.
+    pub wall_median_ms: f64,
+}
+
+impl TimeStats {
+    /// Statistics of samples (ms); `wall` are the matching wall-clock samples.
+    pub fn from_samples(mut kernel: Vec<f64>, mut wall: Vec<f64>) -> TimeStats {
+        kernel.sort_by(f64::total_cmp);
+        wall.sort_by(f64::total_cmp);
+        let q = |v: &[f64], f: f64| -> f64 {
+            if v.is_empty() {
+                return 0.0;
+            }
+            let pos = f * (v.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+        };
+        let median = q(&kernel, 0.5);
+        TimeStats {
+            reps: kernel.len(),
+            median_ms: median,
+            min_ms: kernel.first().copied().unwrap_or(0.0),
+            max_ms: kernel.last().copied().unwrap_or(0.0),
+            spread: if median > 0.0 { (q(&kernel, 0.75) - q(&kernel, 0.25)) / median } else { 0.0 },
+            wall_median_ms: q(&wall, 0.5),
+        }
+    }
+}
+
+/// Measured copy bandwidth of the device (the bound SpMV is compared with).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CopyBandwidth {
+    /// Bytes read plus bytes written per copy.
+    pub bytes: u64,
+    /// Median kernel time, ms.
+    pub median_ms: f64,
+    /// `bytes / median time`, GB/s (1e9 bytes per second).
+    pub gbps: f64,
+}
+
+/// One OpenCL device with its kernel pool.
+///
+/// `Engine` is `Send + Sync`: share it (e.g. in an `Arc` or a `OnceLock`) and call it
+/// from any thread. OpenCL calls block, so async code should call it from a
+/// blocking task. Calls on the same [`DeviceMatrix`] are serialised by the matrix.
+#[derive(Debug)]
+pub struct Engine {
+    info: DeviceInfo,
+    device: Device,
+    context: Context,
+    queue: Queue,
+    programs: Mutex<HashMap<Precision, Program>>,
+    next_id: AtomicU64,
+}
+
+fn event_ns(ev: &Event) -> Result<u64> {
+    let s = ev.profiling_info(ProfilingInfo::Start)?.time()?;
+    let e = ev.profiling_info(ProfilingInfo::End)?.time()?;
+    Ok(e.saturating_sub(s))
+}
+
+impl Engine {
+    /// Opens a device: the first matching `selector` (a case-insensitive substring
+    /// of "platform / device" name), else the one named by env `SPMV_DEVICE`, else
+    /// the best available (GPU, then accelerator, then CPU).
+    pub fn new(selector: Option<&str>) -> Result<Engine> {
+        let env = std::env::var(DEVICE_ENV).ok();
+        let sel = selector.map(str::to_string).or(env);
+        let (platform, device, info) = device::select(sel.as_deref())?;
+        let context = Context::builder().platform(platform).devices(device).build()?;
+        let queue = Queue::new(&context, device, Some(ocl::flags::QUEUE_PROFILING_ENABLE))?;
+        Ok(Engine {
+            info,
+            device,
+            context,
+            queue,
+            programs: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    /// The device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Kernel parameters used for a precision.
+    pub fn params(&self, p: Precision) -> KernelParams {
+        KernelParams::defaults(p)
+    }
+
+    /// The kernel program for a precision, built on first use and cached.
+    pub fn program(&self, p: Precision) -> Result<Program> {
+        if p == Precision::F64 && !self.info.fp64 {
+            return Err(EngineError::UnsupportedPrecision { device: self.info.name.clone(), precision: p.name() });
+        }
+        let mut cache = self.programs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(prog) = cache.get(&p) {
+            return Ok(prog.clone());
+        }
+        let prog = Program::builder()
+            .src(program_source())
+            .devices(self.device)
+            .cmplr_opt(self.params(p).build_options(p))
+            .build(&self.context)
+            .map_err(|e| EngineError::BuildFailed {
+                device: self.info.name.clone(),
+                precision: p.name(),
+                log: e.to_string(),
+            })?;
+        cache.insert(p, prog.clone());
+        Ok(prog)
+    }
+
+    fn check_alloc(&self, what: &str, bytes: u64) -> Result<()> {
+        if bytes > self.info.max_alloc_bytes {
+            return Err(EngineError::TooBig {
+                what: what.into(),
+                bytes,
+                limit: self.info.max_alloc_bytes,
+                device: self.info.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Uploads a matrix (and room for x and y) once; reuse it for every call.
+    pub fn upload<T: DeviceScalar>(&self, a: &Csr<T>) -> Result<DeviceMatrix<T>> {
+        let program = self.program(T::PRECISION)?;
+        let (m, n, z, v) = (a.nrows() as u64, a.ncols() as u64, a.nnz() as u64, T::BYTES as u64);
+        self.check_alloc("row_ptr", (m + 1) * 4)?;
+        self.check_alloc("col_idx", z * 4)?;
+        self.check_alloc("values", z * v)?;
+        self.check_alloc("x", n * v)?;
+        self.check_alloc("y", m * v)?;
+        let total = (m + 1) * 4 + z * (4 + v) + n * v + m * v;
+        if total > self.info.global_mem_bytes {
+            return Err(EngineError::TooBig {
+                what: "matrix and vectors".into(),
+                bytes: total,
+                limit: self.info.global_mem_bytes,
+                device: self.info.name.clone(),
+            });
+        }
+        let q = &self.queue;
+        let ro = ocl::flags::MEM_READ_ONLY;
+        let row_ptr = Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(a.row_ptr().len()).copy_host_slice(a.row_ptr()).build()?;
+        let col_idx = if z == 0 {
+            Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(1).build()?
+        } else {
+            Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(a.nnz()).copy_host_slice(a.col_idx()).build()?
+        };
+        let vals = if z == 0 {
+            Buffer::<T>::builder().queue(q.clone()).flags(ro).len(1).build()?
+        } else {
+            Buffer::<T>::builder().queue(q.clone()).flags(ro).len(a.nnz()).copy_host_slice(a.values()).build()?
+        };
+        let x = Buffer::<T>::builder().queue(q.clone()).flags(ro).len(a.ncols().max(1)).build()?;
+        let y = Buffer::<T>::builder().queue(q.clone()).flags(ocl::flags::MEM_READ_WRITE).len(a.nrows().max(1)).build()?;
+        let dummy = Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(1).build()?;
+        Ok(DeviceMatrix {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            nrows: a.nrows(),
+            ncols: a.ncols(),
+            nnz: a.nnz(),
+            row_ptr_host: a.row_ptr().to_vec(),
+            row_ptr,
+            col_idx,
+            vals,
+            x,
+            y,
+            dummy,
+            program,
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// Prepares a complete plan (its scheme is binned here).
+    pub fn prepare<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, plan: &Plan, mode: LaunchMode) -> Result<PreparedPlan<T>> {
+        let binning = Binning::new(&m.row_ptr_host, plan.scheme);
+        self.prepare_binned(m, &binning, plan, mode)
+    }
+
+    /// Prepares a complete plan whose binning the caller already has.
+    pub fn prepare_binned<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        binning: &Binning,
+        plan: &Plan,
+        mode: LaunchMode,
+    ) -> Result<PreparedPlan<T>> {
+        if binning.nrows != m.nrows {
+            return Err(EngineError::InvalidPlan(format!(
+                "the binning is for {} rows but the matrix has {}",
+                binning.nrows, m.nrows
+            )));
+        }
+        plan.check(binning).map_err(|e| EngineError::InvalidPlan(e.to_string()))?;
+        let assign: Vec<(usize, KernelId)> =
+            plan.kernels.iter().copied().filter(|(b, _)| !binning.bins[*b].is_empty()).collect();
+        let mut pp = self.prepare_bins(m, binning, &assign, mode)?;
+        pp.complete = true;
+        Ok(pp)
+    }
+
+    /// One kernel on the whole matrix (single-bin scheme, no row list).
+    pub fn prepare_kernel<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, kernel: KernelId) -> Result<PreparedPlan<T>> {
+        self.prepare(m, &Plan::single(kernel), LaunchMode::Grouped)
+    }
+
+    /// Prepares launches for some bins only (e.g. one bin and one kernel, to time
+    /// it alone). Rows outside these bins come back as 0 from [`Engine::execute`].
+    pub fn prepare_bins<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        binning: &Binning,
+        assign: &[(usize, KernelId)],
+        mode: LaunchMode,
+    ) -> Result<PreparedPlan<T>> {
+        let params = self.params(T::PRECISION);
+        for &(b, _) in assign {
+            if b >= binning.num_bins() {
+                return Err(EngineError::InvalidPlan(format!("bin {b} does not exist ({} bins)", binning.num_bins())));
+            }
+        }
+        let mut groups: Vec<(KernelId, Vec<usize>)> = Vec::new();
+        for &(b, k) in assign {
+            if binning.bins[b].is_empty() {
+                continue;
+            }
+            match mode {
+                LaunchMode::PerBin => groups.push((k, vec![b])),
+                LaunchMode::Grouped => match groups.iter_mut().find(|(g, _)| *g == k) {
+                    Some((_, bins)) => bins.push(b),
+                    None => groups.push((k, vec![b])),
+                },
+            }
+        }
+        let mut info = Vec::new();
+        let mut steps = Vec::new();
+        for (k, bins) in groups {
+            let rows = if bins.len() == 1 {
+                bin_rows(binning, bins[0])
+            } else {
+                let mut all: Vec<u32> = bins.iter().flat_map(|&b| binning.rows(b)).collect();
+                all.sort_unstable();
+                RowSet::from_sorted(all)
+            };
+            let s = build_steps(&self.queue, m, &params, k, &rows)?;
+            let nrows: usize = bins.iter().map(|&b| binning.row_count(b)).sum();
+            info.push(LaunchInfo {
+                kernel: k,
+                nnz: bins.iter().map(|&b| binning.bin_nnz[b]).sum(),
+                rows: nrows,
+                bins,
+                enqueues: s.len(),
+            });
+            steps.extend(s);
+        }
+        let covered: usize = info.iter().map(|l| l.rows).sum();
+        Ok(PreparedPlan {
+            matrix_id: m.id,
+            scheme: binning.scheme,
+            mode,
+            complete: covered == m.nrows,
+            info,
+            steps: Mutex::new(steps),
+            _t: PhantomData,
+        })
+    }
+
+    fn check_call<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, pp: &PreparedPlan<T>, x: &[T]) -> Result<()> {
+        if pp.matrix_id != m.id {
+            return Err(EngineError::WrongMatrix);
+        }
+        if x.len() != m.ncols {
+            return Err(EngineError::XLength { expected: m.ncols, got: x.len() });
+        }
+        Ok(())
+    }
+
+    fn enqueue_all(&self, steps: &[Kernel]) -> Result<Vec<Event>> {
+        let mut events = Vec::with_capacity(steps.len());
+        for k in steps {
+            let mut ev = Event::empty();
+            // SAFETY: every argument was bound at preparation to buffers that the
+            // kernel keeps alive, with sizes matching the launch geometry.
+            unsafe { k.cmd().queue(&self.queue).enew(&mut ev).enq()? };
+            events.push(ev);
+        }
+        Ok(events)
+    }
+
+    /// y = A x with a prepared plan: uploads x, runs the launches, downloads y.
+    pub fn execute<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, pp: &PreparedPlan<T>, x: &[T]) -> Result<(Vec<T>, Timings)> {
+        self.check_call(m, pp, x)?;
+        let _guard = m.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
+        let t0 = Instant::now();
+        if !x.is_empty() {
+            m.x.write(x).queue(&self.queue).enq()?;
+        }
+        if !pp.complete && m.nrows > 0 {
+            m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
+        }
+        let events = self.enqueue_all(&steps)?;
+        let mut y = vec![T::zero(); m.nrows];
+        if m.nrows > 0 {
+            m.y.read(&mut y).queue(&self.queue).enq()?;
+        }
+        self.queue.finish()?;
+        let wall_ns = t0.elapsed().as_nanos() as u64;
+        let mut kernel_ns = 0;
+        for ev in &events {
+            kernel_ns += event_ns(ev)?;
+        }
+        Ok((y, Timings { kernel_ns, wall_ns, enqueues: events.len() }))
+    }
+
+    /// Times a prepared plan: uploads x once, runs `warmup` untimed calls, then
+    /// `reps` timed ones (kernel time from profiling events, summed over launches).
+    pub fn time<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x: &[T],
+        warmup: usize,
+        reps: usize,
+    ) -> Result<TimeStats> {
+        self.check_call(m, pp, x)?;
+        let _guard = m.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
+        if !x.is_empty() {
+            m.x.write(x).queue(&self.queue).enq()?;
+        }
+        for _ in 0..warmup {
+            self.enqueue_all(&steps)?;
+            self.queue.finish()?;
+        }
+        let mut kern = Vec::with_capacity(reps);
+        let mut wall = Vec::with_capacity(reps);
+        for _ in 0..reps.max(1) {
+            let t0 = Instant::now();
+            let events = self.enqueue_all(&steps)?;
+            self.queue.finish()?;
+            wall.push(t0.elapsed().as_secs_f64() * 1e3);
+            let mut ns = 0;
+            for ev in &events {
+                ns += event_ns(ev)?;
+            }
+            kern.push(ns as f64 * 1e-6);
+        }
+        Ok(TimeStats::from_samples(kern, wall))
+    }
+
+    /// Times `kernel` on bin `bin` of `binning` alone (what the trainer measures).
+    #[allow(clippy::too_many_arguments)]
+    pub fn time_bin<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        binning: &Binning,
+        bin: usize,
+        kernel: KernelId,
+        x: &[T],
+        warmup: usize,
+        reps: usize,
+    ) -> Result<TimeStats> {
+        let pp = self.prepare_bins(m, binning, &[(bin, kernel)], LaunchMode::PerBin)?;
+        self.time(m, &pp, x, warmup, reps)
+    }
+
+    /// Runs `kernel` on bin `bin` alone and returns y (rows outside the bin are 0).
+    pub fn execute_bin<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        binning: &Binning,
+        bin: usize,
+        kernel: KernelId,
+        x: &[T],
+    ) -> Result<(Vec<T>, Timings)> {
+        let pp = self.prepare_bins(m, binning, &[(bin, kernel)], LaunchMode::PerBin)?;
+        self.execute(m, &pp, x)
+    }
+
+    /// Convenience: y = A x with one kernel on the whole matrix.
+    pub fn spmv<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, kernel: KernelId, x: &[T]) -> Result<(Vec<T>, Timings)> {
+        let pp = self.prepare_kernel(m, kernel)?;
+        self.execute(m, &pp, x)
+    }
+
+    /// Measures the device's copy bandwidth with a float4 copy of about `bytes`
+    /// bytes (each way; capped by the device's largest allocation).
+    pub fn copy_bandwidth(&self, bytes: usize, reps: usize) -> Result<CopyBandwidth> {
+        let prog = self.program(Precision::F32)?;
+        let cap = (self.info.max_alloc_bytes as usize).min(self.info.global_mem_bytes as usize / 3);
+        let n = (bytes.min(cap) / 16).max(256);
+        let q = &self.queue;
+        let a = Buffer::<f32>::builder().queue(q.clone()).len(n * 4).fill_val(1.0f32).build()?;
+        let b = Buffer::<f32>::builder().queue(q.clone()).len(n * 4).build()?;
+        let k = Kernel::builder()
+            .program(&prog)
+            .name("copy_float4")
+            .queue(q.clone())
+            .global_work_size(n.div_ceil(256) * 256)
+            .local_work_size(256)
+            .arg(n as u32)
+            .arg(&a)
+            .arg(&b)
+            .build()?;
+        let mut times = Vec::new();
+        for i in 0..reps.max(1) + 2 {
+            let events = self.enqueue_all(std::slice::from_ref(&k))?;
+            q.finish()?;
+            if i >= 2 {
+                times.push(event_ns(&events[0])? as f64 * 1e-6);
+            }
+        }
+        let st = TimeStats::from_samples(times, vec![]);
+        let moved = (2 * n * 16) as u64;
+        Ok(CopyBandwidth { bytes: moved, median_ms: st.median_ms, gbps: moved as f64 / (st.median_ms * 1e-3) / 1e9 })
+    }
+
+    /// Bins a matrix (host side) under `scheme`: a shortcut for `Binning::new`.
+    pub fn binning<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, scheme: Scheme) -> Binning {
+        Binning::new(&m.row_ptr_host, scheme)
+    }
+}

@@ -1,0 +1,171 @@
+//! The kernel pool: OpenCL sources (embedded from `kernels/` so the binary runs
+//! from anywhere), build options per precision, and the registry of kernels.
+
+use sparse::{KernelId, Scalar};
+use std::fmt;
+
+/// Shared prelude (value type, row-list helper), prepended to every program.
+pub const PRELUDE_CL: &str = include_str!("../../../kernels/prelude.cl");
+/// Kernel-Serial.
+pub const SERIAL_CL: &str = include_str!("../../../kernels/serial.cl");
+/// Kernel-SubvectorX, X = 2..128.
+pub const SUBVECTOR_CL: &str = include_str!("../../../kernels/subvector.cl");
+/// Kernel-Vector.
+pub const VECTOR_CL: &str = include_str!("../../../kernels/vector.cl");
+/// CSR-Adaptive (Stream / Vector / VectorL + the long-row second pass).
+pub const CSR_ADAPTIVE_CL: &str = include_str!("../../../kernels/csr_adaptive.cl");
+/// Merge-path SpMV and its carry fix-up pass.
+pub const MERGE_PATH_CL: &str = include_str!("../../../kernels/merge_path.cl");
+/// STREAM-like copy for the bandwidth bound.
+pub const COPY_CL: &str = include_str!("../../../kernels/copy.cl");
+
+/// The whole program source, every family in one program (one build per precision).
+pub fn program_source() -> String {
+    [PRELUDE_CL, SERIAL_CL, SUBVECTOR_CL, VECTOR_CL, CSR_ADAPTIVE_CL, MERGE_PATH_CL, COPY_CL].join("\n")
+}
+
+/// Value precision of a program and a matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Precision {
+    /// `float`.
+    F32,
+    /// `double` (needs `cl_khr_fp64`).
+    F64,
+}
+
+impl Precision {
+    /// `f32` or `f64`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+
+    /// The OpenCL C type.
+    pub fn cl_type(self) -> &'static str {
+        match self {
+            Precision::F32 => "float",
+            Precision::F64 => "double",
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A value type the device can compute with: `f32` or `f64`.
+pub trait DeviceScalar: Scalar + ocl::OclPrm {
+    /// The precision of this type.
+    const PRECISION: Precision;
+}
+
+impl DeviceScalar for f32 {
+    const PRECISION: Precision = Precision::F32;
+}
+
+impl DeviceScalar for f64 {
+    const PRECISION: Precision = Precision::F64;
+}
+
+/// Tunable parameters compiled into a program (and mirrored by the host code
+/// that sizes launches and builds CSR-Adaptive row blocks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelParams {
+    /// Work-group size of serial, subvector, CSR-Adaptive and merge path.
+    pub wg_size: usize,
+    /// Work-group size of the vector kernel (the paper's 256).
+    pub vector_wg: usize,
+    /// CSR-Adaptive: nonzeros per row block (paper 003, Table I).
+    pub nnz_per_wg: usize,
+    /// CSR-Adaptive: fewest rows of a block handled by CSR-Stream (Table I).
+    pub num_rows_stream: usize,
+    /// CSR-Adaptive: a row longer than `nnz_per_wg * nnz_multiplier` is split
+    /// over several work-groups (CSR-VectorL) (Table I).
+    pub nnz_multiplier: usize,
+    /// Merge path: rows + nonzeros per work-item.
+    pub mp_items: usize,
+}
+
+impl KernelParams {
+    /// Defaults for a precision: the 003 paper's Table I for CSR-Adaptive.
+    pub fn defaults(p: Precision) -> KernelParams {
+        let (nnz_per_wg, num_rows_stream, nnz_multiplier) = match p {
+            Precision::F32 => (1024, 1, 3),
+            Precision::F64 => (1536, 2, 2),
+        };
+        KernelParams {
+            wg_size: 256,
+            vector_wg: 256,
+            nnz_per_wg,
+            num_rows_stream,
+            nnz_multiplier,
+            mp_items: 64,
+        }
+    }
+
+    /// OpenCL build options for this precision.
+    pub fn build_options(&self, p: Precision) -> String {
+        format!(
+            "-DVALUE_TYPE={}{} -DWG_SIZE={} -DVECTOR_WG={} -DNNZ_PER_WG={} -DNUM_ROWS_STREAM={} -DMP_ITEMS={}",
+            p.cl_type(),
+            if p == Precision::F64 { " -DUSE_DOUBLE" } else { "" },
+            self.wg_size,
+            self.vector_wg,
+            self.nnz_per_wg,
+            self.num_rows_stream,
+            self.mp_items
+        )
+    }
+}
+
+/// One kernel of the pool as the registry lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelInfo {
+    /// Its id (also the plan vocabulary of `sparse::plan`).
+    pub id: KernelId,
+    /// Its name, as printed by the CLI (`serial`, `subvector8`, ...).
+    pub name: String,
+    /// Its family, which is also its source file `kernels/<family>.cl`.
+    pub family: &'static str,
+    /// Whether it runs on one bin's row list (every kernel of the pool does).
+    pub per_bin: bool,
+    /// One line on its thread mapping.
+    pub description: String,
+}
+
+/// Every kernel the engine can run, in [`KernelId::all`] order.
+pub fn registry() -> Vec<KernelInfo> {
+    KernelId::all()
+        .into_iter()
+        .map(|id| KernelInfo {
+            id,
+            name: id.name(),
+            family: id.family(),
+            per_bin: true,
+            description: match id {
+                KernelId::Serial => "one work-item per row".into(),
+                KernelId::Subvector(x) => format!("{x} work-items per row, local-memory tree reduction"),
+                KernelId::Vector => "one work-group of 256 per row".into(),
+                KernelId::CsrAdaptive => {
+                    "row blocks of ~NNZ_PER_WG nonzeros: CSR-Stream / CSR-Vector / CSR-VectorL (second pass for split rows)".into()
+                }
+                KernelId::MergePath => "merge path over rows + nonzeros, equal work per work-item, carry fix-up pass".into(),
+            },
+        })
+        .collect()
+}
+
+/// Name of the OpenCL entry point of a row-list kernel.
+pub(crate) fn entry_point(id: KernelId) -> String {
+    match id {
+        KernelId::Serial => "spmv_serial".into(),
+        KernelId::Subvector(x) => format!("spmv_subvector{x}"),
+        KernelId::Vector => "spmv_vector".into(),
+        KernelId::CsrAdaptive => "spmv_csr_adaptive".into(),
+        KernelId::MergePath => "spmv_merge_path".into(),
+    }
+}

@@ -1,0 +1,449 @@
+//! Prepared plans: everything a plan needs on the device (row lists, CSR-Adaptive
+//! row blocks, merge-path offsets and carries, kernels with their arguments
+//! bound), built once so repeated SpMVs do no host analysis.
+
+use crate::error::{EngineError, Result};
+use crate::kernels::{entry_point, DeviceScalar, KernelParams};
+use crate::matrix::DeviceMatrix;
+use ocl::{Buffer, Kernel, Queue};
+use sparse::{Binning, KernelId, Scheme};
+use std::marker::PhantomData;
+use std::sync::Mutex;
+
+/// How the bins of a plan become kernel launches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LaunchMode {
+    /// One launch per non-empty bin, as in the paper.
+    PerBin,
+    /// One launch per kernel: the rows of all bins that chose it, concatenated
+    /// (in increasing row order). Faster on every device measured (fewer launches,
+    /// same work), hence the default.
+    #[default]
+    Grouped,
+}
+
+impl std::str::FromStr for LaunchMode {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "per_bin" | "perbin" | "bin" => Ok(LaunchMode::PerBin),
+            "grouped" | "group" => Ok(LaunchMode::Grouped),
+            _ => Err(EngineError::InvalidPlan(format!("unknown launch mode '{s}' (per_bin or grouped)"))),
+        }
+    }
+}
+
+/// What one launch of a prepared plan covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchInfo {
+    /// The kernel.
+    pub kernel: KernelId,
+    /// The bins whose rows it computes.
+    pub bins: Vec<usize>,
+    /// Rows computed.
+    pub rows: usize,
+    /// Nonzeros of those rows.
+    pub nnz: u64,
+    /// OpenCL kernel enqueues (2 for merge path and for CSR-Adaptive with split rows).
+    pub enqueues: usize,
+}
+
+/// A plan made ready for one uploaded matrix (see [`crate::Engine::prepare`]).
+#[derive(Debug)]
+pub struct PreparedPlan<T: DeviceScalar> {
+    pub(crate) matrix_id: u64,
+    pub(crate) scheme: Scheme,
+    pub(crate) mode: LaunchMode,
+    /// Whether every row of the matrix is computed (false for single-bin timing plans).
+    pub(crate) complete: bool,
+    pub(crate) info: Vec<LaunchInfo>,
+    /// The kernels to enqueue, in order. `ocl::Kernel` is Send but not Sync; the
+    /// lock makes the plan shareable between threads.
+    pub(crate) steps: Mutex<Vec<Kernel>>,
+    pub(crate) _t: PhantomData<T>,
+}
+
+impl<T: DeviceScalar> PreparedPlan<T> {
+    /// The launches, in order.
+    pub fn launches(&self) -> &[LaunchInfo] {
+        &self.info
+    }
+
+    /// The binning scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The launch mode.
+    pub fn mode(&self) -> LaunchMode {
+        self.mode
+    }
+
+    /// Whether every row of the matrix is computed by this plan.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+}
+
+/// Rows given to one launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RowSet {
+    /// Rows base .. base + n, no list on the device.
+    Range { base: u32, n: u32 },
+    /// An increasing list of rows.
+    List(Vec<u32>),
+}
+
+impl RowSet {
+    /// A list, turned into a range when it is one.
+    pub(crate) fn from_sorted(list: Vec<u32>) -> RowSet {
+        match (list.first(), list.last()) {
+            (None, _) | (_, None) => RowSet::Range { base: 0, n: 0 },
+            (Some(&f), Some(&l)) if (l - f) as usize + 1 == list.len() => RowSet::Range { base: f, n: list.len() as u32 },
+            _ => RowSet::List(list),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            RowSet::Range { n, .. } => *n as usize,
+            RowSet::List(v) => v.len(),
+        }
+    }
+
+    fn row(&self, i: usize) -> u32 {
+        match self {
+            RowSet::Range { base, .. } => base + i as u32,
+            RowSet::List(v) => v[i],
+        }
+    }
+
+    /// Maximal runs of consecutive rows, as half-open ranges.
+    fn runs(&self) -> Vec<(u32, u32)> {
+        match self {
+            RowSet::Range { base, n } => {
+                if *n == 0 {
+                    vec![]
+                } else {
+                    vec![(*base, base + n)]
+                }
+            }
+            RowSet::List(v) => {
+                let mut out: Vec<(u32, u32)> = Vec::new();
+                for &r in v {
+                    match out.last_mut() {
+                        Some(last) if last.1 == r => last.1 = r + 1,
+                        _ => out.push((r, r + 1)),
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// The rows of bin `b` under `binning`, without expanding the single-bin scheme.
+pub(crate) fn bin_rows(binning: &Binning, b: usize) -> RowSet {
+    match binning.scheme {
+        Scheme::Single => RowSet::Range { base: 0, n: binning.nrows as u32 },
+        Scheme::Granularity(_) => RowSet::from_sorted(binning.expand(b)),
+    }
+}
+
+/// CSR-Adaptive row blocks built on the host over runs of consecutive rows.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct RowBlocks {
+    /// Four u32 per block: row_start, row_end, k_start, k_end.
+    pub(crate) blocks: Vec<u32>,
+    /// Per block: NONE, or its slot in the partial sums of a split row.
+    pub(crate) slots: Vec<u32>,
+    /// Rows split over several blocks (CSR-VectorL).
+    pub(crate) long_rows: Vec<u32>,
+    /// Offsets of each long row's slots (len = long_rows + 1).
+    pub(crate) long_ptr: Vec<u32>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl RowBlocks {
+    pub(crate) fn num_blocks(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn push(&mut self, rs: u32, re: u32, ks: u32, ke: u32, slot: u32) {
+        self.blocks.extend_from_slice(&[rs, re, ks, ke]);
+        self.slots.push(slot);
+    }
+
+    /// Blocks of about `nnz_per_wg` nonzeros (at most `nnz_per_wg` rows) over each
+    /// run; a row longer than `nnz_per_wg` gets its own block, split into chunks
+    /// of `nnz_per_wg * nnz_multiplier` when longer than that (paper 003).
+    pub(crate) fn build(rp: &[u32], runs: &[(u32, u32)], p: &KernelParams) -> RowBlocks {
+        let per_wg = p.nnz_per_wg as u64;
+        let cap = (p.nnz_per_wg * p.nnz_multiplier) as u64;
+        let mut out = RowBlocks { long_ptr: vec![0], ..Default::default() };
+        let mut nslots = 0u32;
+        for &(a, b) in runs {
+            let mut i = a;
+            while i < b {
+                let len = (rp[i as usize + 1] - rp[i as usize]) as u64;
+                if len > per_wg {
+                    let (ks, ke) = (rp[i as usize], rp[i as usize + 1]);
+                    if len <= cap {
+                        out.push(i, i + 1, ks, ke, NONE);
+                    } else {
+                        out.long_rows.push(i);
+                        let mut k = ks;
+                        while k < ke {
+                            let e = (k as u64 + cap).min(ke as u64) as u32;
+                            out.push(i, i + 1, k, e, nslots);
+                            nslots += 1;
+                            k = e;
+                        }
+                        out.long_ptr.push(nslots);
+                    }
+                    i += 1;
+                } else {
+                    let start = i;
+                    let mut nnz = 0u64;
+                    while i < b && ((i - start) as u64) < per_wg {
+                        let l = (rp[i as usize + 1] - rp[i as usize]) as u64;
+                        if nnz + l > per_wg {
+                            break;
+                        }
+                        nnz += l;
+                        i += 1;
+                    }
+                    out.push(start, i, rp[start as usize], rp[i as usize], NONE);
+                }
+            }
+        }
+        out
+    }
+}
+
+fn round_up(n: usize, m: usize) -> usize {
+    n.div_ceil(m) * m
+}
+
+fn u32_buffer(queue: &Queue, data: &[u32]) -> Result<Buffer<u32>> {
+    let b = Buffer::<u32>::builder()
+        .queue(queue.clone())
+        .flags(ocl::flags::MEM_READ_ONLY)
+        .len(data.len().max(1));
+    Ok(if data.is_empty() { b.build()? } else { b.copy_host_slice(data).build()? })
+}
+
+fn t_buffer<T: DeviceScalar>(queue: &Queue, len: usize) -> Result<Buffer<T>> {
+    Ok(Buffer::<T>::builder().queue(queue.clone()).flags(ocl::flags::MEM_READ_WRITE).len(len.max(1)).build()?)
+}
+
+fn check_gws(gws: usize, what: &str) -> Result<()> {
+    if gws > u32::MAX as usize {
+        return Err(EngineError::InvalidPlan(format!(
+            "{what} would need {gws} work-items, more than this engine launches at once"
+        )));
+    }
+    Ok(())
+}
+
+/// The kernels to enqueue (in order) for `kernel` over `rows` of `m`.
+pub(crate) fn build_steps<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    p: &KernelParams,
+    kernel: KernelId,
+    rows: &RowSet,
+) -> Result<Vec<Kernel>> {
+    let n = rows.len();
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    let prog = &m.program;
+    let rp = &m.row_ptr_host;
+    match kernel {
+        KernelId::Serial | KernelId::Subvector(_) | KernelId::Vector => {
+            let (use_list, base, list) = match rows {
+                RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
+                RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
+            };
+            let (gws, lws) = match kernel {
+                KernelId::Serial => (round_up(n, p.wg_size), p.wg_size),
+                KernelId::Subvector(x) => {
+                    let x = x as usize;
+                    if !x.is_power_of_two() || x > p.wg_size {
+                        return Err(EngineError::InvalidPlan(format!(
+                            "subvector{x} needs a power-of-two width at most the work-group size {}",
+                            p.wg_size
+                        )));
+                    }
+                    (round_up(n * x, p.wg_size), p.wg_size)
+                }
+                _ => (n * p.vector_wg, p.vector_wg),
+            };
+            check_gws(gws / lws, &kernel.name())?;
+            let k = Kernel::builder()
+                .program(prog)
+                .name(entry_point(kernel))
+                .queue(queue.clone())
+                .global_work_size(gws)
+                .local_work_size(lws)
+                .arg(n as u32)
+                .arg(use_list)
+                .arg(base)
+                .arg(&list)
+                .arg(&m.row_ptr)
+                .arg(&m.col_idx)
+                .arg(&m.vals)
+                .arg(&m.x)
+                .arg(&m.y)
+                .build()?;
+            Ok(vec![k])
+        }
+        KernelId::CsrAdaptive => {
+            let rb = RowBlocks::build(rp, &rows.runs(), p);
+            let blocks = u32_buffer(queue, &rb.blocks)?;
+            let slots = u32_buffer(queue, &rb.slots)?;
+            let nslots = *rb.long_ptr.last().unwrap_or(&0) as usize;
+            let partials = t_buffer::<T>(queue, nslots)?;
+            check_gws(rb.num_blocks(), "csr_adaptive")?;
+            let mut steps = vec![Kernel::builder()
+                .program(prog)
+                .name("spmv_csr_adaptive")
+                .queue(queue.clone())
+                .global_work_size(rb.num_blocks() * p.wg_size)
+                .local_work_size(p.wg_size)
+                .arg(&blocks)
+                .arg(&slots)
+                .arg(&m.row_ptr)
+                .arg(&m.col_idx)
+                .arg(&m.vals)
+                .arg(&m.x)
+                .arg(&m.y)
+                .arg(&partials)
+                .build()?];
+            if !rb.long_rows.is_empty() {
+                let nl = rb.long_rows.len();
+                let long_rows = u32_buffer(queue, &rb.long_rows)?;
+                let long_ptr = u32_buffer(queue, &rb.long_ptr)?;
+                steps.push(
+                    Kernel::builder()
+                        .program(prog)
+                        .name("spmv_csr_adaptive_long_rows")
+                        .queue(queue.clone())
+                        .global_work_size(round_up(nl, 64))
+                        .local_work_size(64)
+                        .arg(nl as u32)
+                        .arg(&long_rows)
+                        .arg(&long_ptr)
+                        .arg(&partials)
+                        .arg(&m.y)
+                        .build()?,
+                );
+            }
+            Ok(steps)
+        }
+        KernelId::MergePath => {
+            let whole = matches!(rows, RowSet::Range { base: 0, n } if *n as usize == m.nrows);
+            let (use_list, base, list, list_ptr, nnz) = if whole {
+                (0u32, 0u32, m.dummy.clone(), m.row_ptr.clone(), m.nnz as u64)
+            } else {
+                let mut lp = Vec::with_capacity(n + 1);
+                lp.push(0u32);
+                let mut acc = 0u64;
+                for i in 0..n {
+                    let r = rows.row(i) as usize;
+                    acc += (rp[r + 1] - rp[r]) as u64;
+                    lp.push(acc as u32);
+                }
+                let (use_list, base, list) = match rows {
+                    RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
+                    RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
+                };
+                (use_list, base, list, u32_buffer(queue, &lp)?, acc)
+            };
+            let total = n as u64 + nnz;
+            let nchunks = total.div_ceil(p.mp_items as u64) as usize;
+            check_gws(nchunks, "merge_path")?;
+            let carry_row = Buffer::<u32>::builder()
+                .queue(queue.clone())
+                .flags(ocl::flags::MEM_READ_WRITE)
+                .len(nchunks.max(1))
+                .build()?;
+            let carry_val = t_buffer::<T>(queue, nchunks)?;
+            let gws = round_up(nchunks, p.wg_size);
+            let pass1 = Kernel::builder()
+                .program(prog)
+                .name("spmv_merge_path")
+                .queue(queue.clone())
+                .global_work_size(gws)
+                .local_work_size(p.wg_size)
+                .arg(n as u32)
+                .arg(nnz as u32)
+                .arg(use_list)
+                .arg(base)
+                .arg(&list)
+                .arg(&list_ptr)
+                .arg(&m.row_ptr)
+                .arg(&m.col_idx)
+                .arg(&m.vals)
+                .arg(&m.x)
+                .arg(&m.y)
+                .arg(nchunks as u32)
+                .arg(&carry_row)
+                .arg(&carry_val)
+                .build()?;
+            let pass2 = Kernel::builder()
+                .program(prog)
+                .name("spmv_merge_path_fixup")
+                .queue(queue.clone())
+                .global_work_size(gws)
+                .local_work_size(p.wg_size)
+                .arg(nchunks as u32)
+                .arg(use_list)
+                .arg(base)
+                .arg(&list)
+                .arg(&carry_row)
+                .arg(&carry_val)
+                .arg(&m.y)
+                .build()?;
+            Ok(vec![pass1, pass2])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::Precision;
+
+    #[test]
+    fn row_sets_and_runs() {
+        assert_eq!(RowSet::from_sorted(vec![3, 4, 5]), RowSet::Range { base: 3, n: 3 });
+        assert_eq!(RowSet::from_sorted(vec![]), RowSet::Range { base: 0, n: 0 });
+        let l = RowSet::from_sorted(vec![0, 1, 5, 6, 9]);
+        assert_eq!(l.runs(), vec![(0, 2), (5, 7), (9, 10)]);
+    }
+
+    #[test]
+    fn row_blocks_cover_every_row_once() {
+        let mut p = KernelParams::defaults(Precision::F32);
+        p.nnz_per_wg = 8;
+        p.nnz_multiplier = 2;
+        // Row lengths: 3, 3, 3, 0, 9 (vector), 40 (split into 16+16+8), 1.
+        let lens = [3u32, 3, 3, 0, 9, 40, 1];
+        let mut rp = vec![0u32];
+        for l in lens {
+            rp.push(rp.last().unwrap() + l);
+        }
+        let rb = RowBlocks::build(&rp, &[(0, 7)], &p);
+        let blocks: Vec<[u32; 4]> = rb.blocks.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+        assert_eq!(
+            blocks,
+            vec![[0, 2, 0, 6], [2, 4, 6, 9], [4, 5, 9, 18], [5, 6, 18, 34], [5, 6, 34, 50], [5, 6, 50, 58], [6, 7, 58, 59]]
+        );
+        assert_eq!(rb.slots, vec![NONE, NONE, NONE, 0, 1, 2, NONE]);
+        assert_eq!(rb.long_rows, vec![5]);
+        assert_eq!(rb.long_ptr, vec![0, 3]);
+    }
+}

@@ -1,0 +1,317 @@
+//! Every kernel of the registry, in both precisions, against the reference SpMV:
+//! one test body looped over kernels, on the shared SuiteSparse matrices (or the
+//! fixtures shipped in crates/sparse/tests/data) and on awkward shapes; plans with
+//! a random kernel per bin in both launch modes; repeated calls bit-identical.
+
+use engine::{registry, DeviceScalar, Engine, EngineError, LaunchMode};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sparse::spmv::{compare, spmv_ref};
+use sparse::{gen, Binning, Csr, KernelId, Plan, Scheme};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// One engine per test process (programs are built once per precision).
+fn engine() -> Option<&'static Engine> {
+    static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| match Engine::new(None) {
+            Ok(e) => {
+                eprintln!("engine tests on {} / {}", e.info().platform, e.info().name);
+                Some(e)
+            }
+            Err(EngineError::NoPlatform(why)) => {
+                eprintln!("SKIP: no OpenCL platform at all ({why})");
+                None
+            }
+            Err(e) => panic!("an OpenCL platform exists but the engine failed to start: {e}"),
+        })
+        .as_ref()
+}
+
+fn x_for(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect()
+}
+
+/// The one test body: every kernel on the whole matrix equals the reference.
+/// Returns the failures as text (empty when all pass).
+fn check_every_kernel<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>) -> Vec<String> {
+    let x: Vec<T> = x_for(a.ncols(), 7).into_iter().map(T::from_f64).collect();
+    let y_ref = spmv_ref(a, &x).unwrap();
+    let m = e.upload(a).unwrap_or_else(|err| panic!("{name}: upload failed: {err}"));
+    let mut failures = Vec::new();
+    for k in registry() {
+        match e.spmv(&m, k.id, &x) {
+            Ok((y, _)) => {
+                let c = compare(a, &x, &y, &y_ref);
+                if !c.ok() {
+                    failures.push(format!(
+                        "{name} {} {}: row {} got {} want {} (bound ratio {:.3e})",
+                        k.name,
+                        T::NAME,
+                        c.worst_row,
+                        y[c.worst_row],
+                        y_ref[c.worst_row],
+                        c.worst_bound_ratio
+                    ));
+                }
+            }
+            Err(err) => failures.push(format!("{name} {} {}: {err}", k.name, T::NAME)),
+        }
+    }
+    failures
+}
+
+fn check_both_precisions(e: &Engine, cases: &[(String, Csr<f64>)]) {
+    let mut failures = Vec::new();
+    for (name, a) in cases {
+        failures.extend(check_every_kernel::<f64>(e, name, a));
+        failures.extend(check_every_kernel::<f32>(e, name, &a.cast::<f32>()));
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Rows of the given lengths, uniformly random columns in `ncols`.
+fn rows_of_lengths(lens: &[usize], ncols: usize, seed: u64) -> Csr<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut rp = vec![0u32];
+    let mut ci = Vec::new();
+    let mut v = Vec::new();
+    for &l in lens {
+        assert!(l <= ncols);
+        let mut cols: Vec<u32> = if l * 2 > ncols {
+            (0..ncols as u32).filter(|_| rng.gen_bool(l as f64 / ncols as f64)).collect()
+        } else {
+            let mut set = std::collections::BTreeSet::new();
+            while set.len() < l {
+                set.insert(rng.gen_range(0..ncols as u32));
+            }
+            set.into_iter().collect()
+        };
+        cols.sort_unstable();
+        for c in cols {
+            ci.push(c);
+            v.push(rng.gen_range(0.01..1.0) * if rng.gen_bool(0.5) { 1.0 } else { -1.0 });
+        }
+        rp.push(ci.len() as u32);
+    }
+    Csr::try_new(lens.len(), ncols, rp, ci, v).unwrap()
+}
+
+fn awkward_cases() -> Vec<(String, Csr<f64>)> {
+    let mut c: Vec<(String, Csr<f64>)> = vec![
+        ("empty 0x0".into(), Csr::zeros(0, 0).unwrap()),
+        ("empty 5x0".into(), Csr::zeros(5, 0).unwrap()),
+        ("empty 0x5".into(), Csr::zeros(0, 5).unwrap()),
+        ("all rows empty".into(), gen::all_rows_empty(1000).unwrap()),
+        ("1x1".into(), Csr::try_new(1, 1, vec![0, 1], vec![0], vec![2.5]).unwrap()),
+        ("1x1 empty".into(), Csr::zeros(1, 1).unwrap()),
+        ("one huge row 150000".into(), gen::one_huge_row(150_000).unwrap()),
+        ("tall thin 100000x4".into(), gen::tall_thin(100_000, 4).unwrap()),
+        ("lp-like 2000x16000".into(), gen::lp_like(2000, 16_000, 3).unwrap()),
+        ("mixed lengths 3000".into(), gen::mixed_lengths(3000, 4).unwrap()),
+        ("many empty rows".into(), gen::many_empty_rows(5000, 0.5, 5).unwrap()),
+        ("power law 20000".into(), gen::power_law(20_000, 8.0, 6).unwrap()),
+        ("uniform 257 rows".into(), gen::uniform_random(257, 300, 5, 7).unwrap()),
+        ("uniform 1001 rows".into(), gen::uniform_random(1001, 1001, 9, 8).unwrap()),
+        ("stencil2d 37x29".into(), gen::stencil_2d(37, 29).unwrap()),
+    ];
+    // Rows around the CSR-Adaptive thresholds (NNZ_PER_WG 1024/1536, x2 / x3).
+    let lens = [0, 1, 1023, 1024, 1025, 1535, 1536, 1537, 3071, 3072, 3073, 3, 4609, 9000, 0, 2, 6145, 5];
+    c.push(("adaptive thresholds".into(), rows_of_lengths(&lens, 10_000, 9)));
+    // One work-group's worth of rows plus one, of lengths 1..4.
+    let lens: Vec<usize> = (0..1025).map(|i| 1 + i % 4).collect();
+    c.push(("1025 short rows".into(), rows_of_lengths(&lens, 50, 10)));
+    c
+}
+
+#[test]
+fn every_kernel_equals_reference_on_awkward_matrices() {
+    let Some(e) = engine() else { return };
+    check_both_precisions(e, &awkward_cases());
+}
+
+fn shared_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("SPMV_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    let m = dir.join("matrices");
+    m.is_dir().then_some(m)
+}
+
+fn mtx_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_kernel_equals_reference_on_real_matrices() {
+    let Some(e) = engine() else { return };
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sparse/tests/data");
+    let dir = match shared_dir() {
+        Some(d) => d,
+        None => {
+            eprintln!("shared matrices not found (../shared/matrices); using the fixtures in {}", fixtures.display());
+            fixtures
+        }
+    };
+    let files = mtx_files(&dir);
+    assert!(!files.is_empty(), "no matrices in {}", dir.display());
+    let opts = sparse::mm::ReadOptions { complex_real_part: true };
+    let mut failures = Vec::new();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let a: Csr<f64> = sparse::mm::read_path(f, &opts).unwrap_or_else(|err| panic!("{name}: {err}"));
+        failures.extend(check_every_kernel::<f64>(e, &name, &a));
+        failures.extend(check_every_kernel::<f32>(e, &name, &a.cast::<f32>()));
+    }
+    eprintln!("checked {} matrices x {} kernels x 2 precisions", files.len(), registry().len());
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+fn random_plan(binning: &Binning, rng: &mut ChaCha8Rng) -> Plan {
+    let all = KernelId::all();
+    Plan {
+        scheme: binning.scheme,
+        kernels: binning.nonempty_bins().map(|b| (b, all[rng.gen_range(0..all.len())])).collect(),
+    }
+}
+
+fn check_random_plans<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>, seed: u64) -> Vec<String> {
+    let x: Vec<T> = x_for(a.ncols(), seed).into_iter().map(T::from_f64).collect();
+    let y_ref = spmv_ref(a, &x).unwrap();
+    let m = e.upload(a).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut failures = Vec::new();
+    for scheme in [Scheme::Single, Scheme::Granularity(1), Scheme::Granularity(10), Scheme::Granularity(50), Scheme::Granularity(200)] {
+        let binning = Binning::new(a.row_ptr(), scheme);
+        for _ in 0..2 {
+            let plan = random_plan(&binning, &mut rng);
+            for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
+                let pp = e.prepare(&m, &plan, mode).unwrap();
+                let (y, _) = e.execute(&m, &pp, &x).unwrap();
+                let c = compare(a, &x, &y, &y_ref);
+                if !c.ok() {
+                    failures.push(format!("{name} {} {scheme} {mode:?} {:?}: row {}", T::NAME, plan.kernels, c.worst_row));
+                }
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn plans_with_a_random_kernel_per_bin_equal_reference() {
+    let Some(e) = engine() else { return };
+    let cases = [
+        ("mixed lengths", gen::mixed_lengths(2000, 11).unwrap()),
+        ("power law", gen::power_law(30_000, 6.0, 12).unwrap()),
+        ("many empty rows", gen::many_empty_rows(4000, 0.3, 13).unwrap()),
+        ("lp-like", gen::lp_like(3000, 12_000, 14).unwrap()),
+        ("adaptive thresholds", rows_of_lengths(&[5, 0, 1500, 4000, 3, 3, 3, 7000, 1, 0, 2, 1024], 8000, 15)),
+    ];
+    let mut failures = Vec::new();
+    for (i, (name, a)) in cases.iter().enumerate() {
+        failures.extend(check_random_plans::<f64>(e, name, a, 100 + i as u64));
+        failures.extend(check_random_plans::<f32>(e, name, &a.cast::<f32>(), 200 + i as u64));
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn repeated_calls_give_bit_identical_results() {
+    let Some(e) = engine() else { return };
+    // Split rows (CSR-VectorL partials) and long rows (merge-path carries) included.
+    let a = rows_of_lengths(&[3, 20_000, 0, 7, 9000, 1, 50_000, 2], 60_000, 21);
+    let x = x_for(a.ncols(), 22);
+    let m = e.upload(&a).unwrap();
+    for k in registry() {
+        let pp = e.prepare_kernel(&m, k.id).unwrap();
+        let (first, _) = e.execute(&m, &pp, &x).unwrap();
+        for call in 0..5 {
+            let (y, _) = e.execute(&m, &pp, &x).unwrap();
+            let same = y.iter().zip(&first).all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "{}: call {call} differs from the first", k.name);
+        }
+        // A different x in between must not leave anything behind either.
+        let x2: Vec<f64> = x.iter().map(|v| -v).collect();
+        let (y2, _) = e.execute(&m, &pp, &x2).unwrap();
+        assert!(compare(&a, &x2, &y2, &spmv_ref(&a, &x2).unwrap()).ok(), "{} with another x", k.name);
+    }
+}
+
+#[test]
+fn one_bin_alone_computes_its_rows_and_zeros_elsewhere() {
+    let Some(e) = engine() else { return };
+    let a = gen::mixed_lengths(1500, 31).unwrap();
+    let x = x_for(a.ncols(), 32);
+    let y_ref = spmv_ref(&a, &x).unwrap();
+    let m = e.upload(&a).unwrap();
+    let binning = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+    for b in binning.nonempty_bins().take(6) {
+        let rows = binning.expand(b);
+        for k in [KernelId::Serial, KernelId::Subvector(8), KernelId::CsrAdaptive, KernelId::MergePath] {
+            let (y, _) = e.execute_bin(&m, &binning, b, k, &x).unwrap();
+            let mut want = vec![0.0; a.nrows()];
+            for &r in &rows {
+                want[r as usize] = y_ref[r as usize];
+            }
+            assert!(compare(&a, &x, &y, &want).ok(), "bin {b} kernel {k}");
+            let st = e.time_bin(&m, &binning, b, k, &x, 1, 3).unwrap();
+            assert_eq!(st.reps, 3);
+            assert!(st.median_ms >= 0.0 && st.min_ms <= st.max_ms);
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let Some(e) = engine() else { return };
+    let a = gen::uniform_random(10, 12, 3, 1).unwrap();
+    let m = e.upload(&a).unwrap();
+    let pp = e.prepare_kernel(&m, KernelId::Serial).unwrap();
+    assert!(matches!(e.execute(&m, &pp, &[1.0; 11]), Err(EngineError::XLength { expected: 12, got: 11 })));
+    let other = e.upload(&a).unwrap();
+    assert!(matches!(e.execute(&other, &pp, &[1.0; 12]), Err(EngineError::WrongMatrix)));
+    let binning = Binning::new(a.row_ptr(), Scheme::Granularity(2));
+    let mut plan = Plan::uniform(&binning, KernelId::Vector);
+    plan.kernels.pop();
+    assert!(matches!(e.prepare(&m, &plan, LaunchMode::Grouped), Err(EngineError::InvalidPlan(_))));
+    assert!(matches!(e.prepare_bins(&m, &binning, &[(100, KernelId::Serial)], LaunchMode::PerBin), Err(EngineError::InvalidPlan(_))));
+    assert!(matches!(Engine::new(Some("no such device 12345")), Err(EngineError::NoDevice { .. })));
+}
+
+#[test]
+fn the_engine_serves_several_threads() {
+    let Some(e) = engine() else { return };
+    let a = gen::power_law(5000, 5.0, 41).unwrap();
+    let x = x_for(a.ncols(), 42);
+    let y_ref = spmv_ref(&a, &x).unwrap();
+    let shared = e.upload(&a).unwrap();
+    let pp = e.prepare_kernel(&shared, KernelId::Subvector(4)).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (a, x, y_ref, shared, pp) = (&a, &x, &y_ref, &shared, &pp);
+            s.spawn(move || {
+                let own = e.upload(a).unwrap();
+                for i in 0..5 {
+                    let (y, _) = if (i + t) % 2 == 0 { e.execute(shared, pp, x).unwrap() } else { e.spmv(&own, KernelId::MergePath, x).unwrap() };
+                    assert!(compare(a, x, &y, y_ref).ok());
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn copy_bandwidth_is_measured() {
+    let Some(e) = engine() else { return };
+    let bw = e.copy_bandwidth(8 << 20, 3).unwrap();
+    assert!(bw.gbps.is_finite() && bw.gbps > 0.0, "{bw:?}");
+}

@@ -1,0 +1,16 @@
+// Kernel-Serial (paper 000, Algorithm 3): one work-item per row.
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void spmv_serial(const uint n, const uint use_list, const uint base,
+                 __global const uint* rows,
+                 __global const uint* row_ptr, __global const uint* col_idx,
+                 __global const value_t* vals, __global const value_t* x,
+                 __global value_t* y) {
+    const uint i = get_global_id(0);
+    if (i >= n) return;
+    const uint r = row_of(i, use_list, base, rows);
+    const uint end = row_ptr[r + 1];
+    value_t sum = 0;
+    for (uint k = row_ptr[r]; k < end; ++k) sum += vals[k] * x[col_idx[k]];
+    y[r] = sum;
+}

@@ -1,0 +1,406 @@
+//! `spmv bench`: every kernel of the pool on whole matrices, CSR-Adaptive, merge
+//! path and the CPU-parallel SpMV, timed (warm-up, repetitions, median and spread)
+//! and verified against the reference, with GB/s under the minimum-bytes model
+//! beside the device's copy bandwidth measured in the same run; plus one plan's
+//! one-launch-per-bin vs grouped launches.
+
+use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
+use engine::{min_bytes, registry, DeviceScalar, Engine, LaunchMode, TimeStats};
+use sparse::gen::Family;
+use sparse::mm::{read_path, ReadOptions};
+use sparse::spmv::{compare, spmv_par_into, spmv_ref};
+use sparse::{Binning, Csr, KernelId, Plan, Scheme};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Arguments of `spmv bench`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// Matrix Market files or folders of them (.mtx, .mtx.gz).
+    pub paths: Vec<PathBuf>,
+    /// Generated matrices, FAMILY:NNZ (e.g. uniform:1M, stencil2d:4000000, power_law:16M); repeatable.
+    #[arg(long = "gen")]
+    pub gens: Vec<String>,
+    /// f32, f64 or both.
+    #[arg(long, default_value = "both")]
+    pub precision: String,
+    /// CSV output (one row per matrix, kernel and precision) instead of a table.
+    #[arg(long)]
+    pub csv: bool,
+    /// Timed repetitions per kernel (fewer when one run is slow, see --budget-ms).
+    #[arg(long, default_value_t = 10)]
+    pub reps: usize,
+    /// Untimed warm-up runs per kernel.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: usize,
+    /// Time budget per kernel and matrix in ms: slow kernels get fewer repetitions.
+    #[arg(long, default_value_t = 4000.0)]
+    pub budget_ms: f64,
+    /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Size of each buffer of the copy-bandwidth kernel, MiB.
+    #[arg(long, default_value_t = 256)]
+    pub copy_mb: usize,
+    /// Scheme of the per-bin vs grouped comparison (best kernel per bin), or `none`.
+    #[arg(long, default_value = "100")]
+    pub plan_scheme: String,
+    /// Only the N largest input files (by size on disk).
+    #[arg(long)]
+    pub largest: Option<usize>,
+    /// Only these kernels (comma-separated names); default every kernel.
+    #[arg(long)]
+    pub kernels: Option<String>,
+}
+
+/// One measured line.
+struct Line {
+    matrix: String,
+    kernel: String,
+    precision: &'static str,
+    nnz: usize,
+    stats: TimeStats,
+    gbps: f64,
+    bound_fraction: f64,
+    gflops: f64,
+    max_rel_err: f64,
+    ok: bool,
+}
+
+struct Ctx<'a> {
+    args: &'a Args,
+    engine: &'a Engine,
+    copy_gbps: f64,
+    kernels: Vec<KernelId>,
+    plan_scheme: Option<Scheme>,
+    wrote_header: bool,
+    all: Vec<Line>,
+}
+
+fn parse_count(s: &str) -> Result<usize> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, mul) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        Some('g') => (&t[..t.len() - 1], 1e9),
+        _ => (&t[..], 1.0),
+    };
+    let v: f64 = num.parse().with_context(|| format!("'{s}' is not a count like 1000000, 4M or 16m"))?;
+    Ok((v * mul).round() as usize)
+}
+
+fn parse_gen(spec: &str) -> Result<(Family, usize)> {
+    let Some((fam, n)) = spec.split_once(':') else {
+        bail!("--gen wants FAMILY:NNZ, e.g. uniform:1M (got '{spec}')");
+    };
+    let fam = match fam {
+        "uniform" => "uniform_random",
+        "stencil" => "stencil2d",
+        f => f,
+    };
+    Ok((fam.parse::<Family>()?, parse_count(n)?))
+}
+
+fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("listing {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    let s = f.to_string_lossy();
+                    s.ends_with(".mtx") || s.ends_with(".mtx.gz")
+                })
+                .collect();
+            v.sort();
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn x_vector(n: usize) -> Vec<f64> {
+    // Deterministic, varied, never zero: a wrong column index changes the answer.
+    (0..n).map(|i| 1.0 + ((i as u64 * 2_654_435_761 % 1000) as f64) / 1000.0).collect()
+}
+
+impl Ctx<'_> {
+    fn line<T: DeviceScalar>(&self, matrix: &str, kernel: String, a: &Csr<T>, stats: TimeStats, max_rel_err: f64, ok: bool) -> Line {
+        let bytes = min_bytes(a.nrows(), a.ncols(), a.nnz(), T::BYTES) as f64;
+        let secs = stats.median_ms * 1e-3;
+        let gbps = if secs > 0.0 { bytes / secs / 1e9 } else { 0.0 };
+        Line {
+            matrix: matrix.to_string(),
+            kernel,
+            precision: T::NAME,
+            nnz: a.nnz(),
+            gflops: if secs > 0.0 { 2.0 * a.nnz() as f64 / secs / 1e9 } else { 0.0 },
+            bound_fraction: gbps / self.copy_gbps,
+            gbps,
+            stats,
+            max_rel_err,
+            ok,
+        }
+    }
+
+    fn emit(&mut self, l: Line) {
+        let mut out = std::io::stdout().lock();
+        if !self.wrote_header {
+            if self.args.csv {
+                let _ = writeln!(
+                    out,
+                    "matrix,kernel,precision,nnz,median_ms,min_ms,spread,reps,gbps,bound_fraction,gflops,max_rel_err,ok"
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>4} {:>8} {:>6} {:>8} {:>10}",
+                    "matrix", "kernel", "prec", "nnz", "median_ms", "spread", "reps", "GB/s", "bound", "GFLOP/s", "max_rel_err"
+                );
+            }
+            self.wrote_header = true;
+        }
+        if self.args.csv {
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{:.6},{:.6},{:.4},{},{:.3},{:.4},{:.3},{:.3e},{}",
+                l.matrix.replace(',', ";"),
+                l.kernel,
+                l.precision,
+                l.nnz,
+                l.stats.median_ms,
+                l.stats.min_ms,
+                l.stats.spread,
+                l.stats.reps,
+                l.gbps,
+                l.bound_fraction,
+                l.gflops,
+                l.max_rel_err,
+                l.ok
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "{:<40} {:<22} {:<4} {:>11} {:>10.4} {:>5.1}% {:>4} {:>8.2} {:>5.1}% {:>8.3} {:>10.2e}{}",
+                truncate(&l.matrix, 40),
+                l.kernel,
+                l.precision,
+                l.nnz,
+                l.stats.median_ms,
+                l.stats.spread * 100.0,
+                l.stats.reps,
+                l.gbps,
+                l.bound_fraction * 100.0,
+                l.gflops,
+                l.max_rel_err,
+                if l.ok { "" } else { "  WRONG" }
+            );
+        }
+        let _ = out.flush();
+        self.all.push(l);
+    }
+
+    /// Times a prepared plan: one checked run (also the first warm-up), then
+    /// repetitions within the budget.
+    fn measure<T: DeviceScalar>(
+        &self,
+        m: &engine::DeviceMatrix<T>,
+        pp: &engine::PreparedPlan<T>,
+        a: &Csr<T>,
+        x: &[T],
+        y_ref: &[T],
+    ) -> Result<(TimeStats, f64, bool)> {
+        let (y, t) = self.engine.execute(m, pp, x)?;
+        let c = compare(a, x, &y, y_ref);
+        let first = t.kernel_ms().max(1e-3);
+        let reps = ((self.args.budget_ms / first) as usize).clamp(1, self.args.reps.max(1));
+        let warm = if first * (self.args.warmup as f64) > self.args.budget_ms { 0 } else { self.args.warmup.saturating_sub(1) };
+        let st = self.engine.time(m, pp, x, warm, reps)?;
+        Ok((st, c.max_rel_err, c.ok()))
+    }
+
+    fn bench_matrix<T: DeviceScalar>(&mut self, name: &str, a64: &Csr<f64>) -> Result<()> {
+        let a: Csr<T> = a64.cast();
+        let x: Vec<T> = x_vector(a.ncols()).into_iter().map(T::from_f64).collect();
+        let y_ref = spmv_ref(&a, &x)?;
+        let m = self.engine.upload(&a)?;
+        let mut singles: Vec<(String, f64)> = Vec::new();
+        for &k in &self.kernels.clone() {
+            let pp = self.engine.prepare_kernel(&m, k)?;
+            let (st, err, ok) = self.measure(&m, &pp, &a, &x, &y_ref)?;
+            singles.push((k.name(), st.median_ms));
+            let l = self.line(name, k.name(), &a, st, err, ok);
+            self.emit(l);
+        }
+        // CPU-parallel SpMV (rayon), same x.
+        {
+            let mut y = vec![T::zero(); a.nrows()];
+            spmv_par_into(&a, &x, &mut y);
+            let c = compare(&a, &x, &y, &y_ref);
+            let t0 = Instant::now();
+            spmv_par_into(&a, &x, &mut y);
+            let first = t0.elapsed().as_secs_f64() * 1e3;
+            let reps = ((self.args.budget_ms / first.max(1e-3)) as usize).clamp(1, self.args.reps.max(1));
+            for _ in 0..self.args.warmup {
+                spmv_par_into(&a, &x, &mut y);
+            }
+            let mut samples = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                let t0 = Instant::now();
+                spmv_par_into(&a, &x, &mut y);
+                samples.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            let st = TimeStats::from_samples(samples.clone(), samples);
+            let l = self.line(name, "cpu_parallel".into(), &a, st, c.max_rel_err, c.ok());
+            self.emit(l);
+        }
+        // Best kernel per bin at one scheme, one launch per bin vs grouped.
+        if let Some(scheme) = self.plan_scheme {
+            let binning = Binning::new(a.row_ptr(), scheme);
+            let mut plan = Plan { scheme, kernels: Vec::new() };
+            for b in binning.nonempty_bins() {
+                let mut best = (f64::INFINITY, KernelId::Serial);
+                for &k in &self.kernels {
+                    let pp = self.engine.prepare_bins(&m, &binning, &[(b, k)], LaunchMode::PerBin)?;
+                    let (y, t) = self.engine.execute(&m, &pp, &x)?;
+                    drop(y);
+                    let reps = ((self.args.budget_ms / 4.0 / t.kernel_ms().max(1e-3)) as usize).clamp(1, 3);
+                    let st = self.engine.time(&m, &pp, &x, 0, reps)?;
+                    if st.median_ms < best.0 {
+                        best = (st.median_ms, k);
+                    }
+                }
+                plan.kernels.push((b, best.1));
+            }
+            let nbins = plan.kernels.len();
+            for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
+                let pp = self.engine.prepare_binned(&m, &binning, &plan, mode)?;
+                let (st, err, ok) = self.measure(&m, &pp, &a, &x, &y_ref)?;
+                let label = format!(
+                    "plan_u{}_{}({}b/{}l)",
+                    scheme,
+                    if mode == LaunchMode::PerBin { "per_bin" } else { "grouped" },
+                    nbins,
+                    pp.launches().len()
+                );
+                let l = self.line(name, label, &a, st, err, ok);
+                self.emit(l);
+            }
+        }
+        if !singles.is_empty() {
+            let best = singles.iter().min_by(|p, q| p.1.total_cmp(&q.1)).unwrap();
+            let adaptive = singles.iter().find(|(k, _)| k == "csr_adaptive").map(|s| s.1);
+            eprintln!(
+                "# {name} {}: best single kernel {} ({:.4} ms){}",
+                T::NAME,
+                best.0,
+                best.1,
+                adaptive.map(|t| format!("; csr_adaptive {:.2}x its time", t / best.1)).unwrap_or_default()
+            );
+        }
+        Ok(())
+    }
+
+    fn bench_both(&mut self, name: &str, a: &Csr<f64>) -> Result<()> {
+        if self.args.precision == "f32" || self.args.precision == "both" {
+            self.bench_matrix::<f32>(name, a)?;
+        }
+        if self.args.precision == "f64" || self.args.precision == "both" {
+            if self.engine.info().fp64 {
+                self.bench_matrix::<f64>(name, a)?;
+            } else {
+                eprintln!("# {name}: device has no f64, skipped");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().rev().take(n - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("~{tail}")
+    }
+}
+
+fn matrix_name(p: &Path) -> String {
+    let s = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+    s.trim_end_matches(".gz").trim_end_matches(".mtx").to_string()
+}
+
+/// Runs `spmv bench`.
+pub fn run(args: Args) -> Result<()> {
+    if !matches!(args.precision.as_str(), "f32" | "f64" | "both") {
+        bail!("--precision must be f32, f64 or both (got '{}')", args.precision);
+    }
+    let kernels: Vec<KernelId> = match &args.kernels {
+        None => registry().into_iter().map(|k| k.id).collect(),
+        Some(list) => list.split(',').map(|s| s.parse::<KernelId>()).collect::<Result<_, _>>()?,
+    };
+    let plan_scheme = match args.plan_scheme.as_str() {
+        "none" | "off" => None,
+        s => Some(s.parse::<Scheme>()?),
+    };
+    let gens = args.gens.iter().map(|g| parse_gen(g)).collect::<Result<Vec<_>>>()?;
+    let mut files = collect_files(&args.paths)?;
+    if let Some(n) = args.largest {
+        files.sort_by_key(|f| std::cmp::Reverse(std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)));
+        files.truncate(n);
+    }
+    if files.is_empty() && gens.is_empty() {
+        bail!("nothing to benchmark: give matrix files, folders or --gen FAMILY:NNZ");
+    }
+    let engine = Engine::new(args.device.as_deref())?;
+    let info = engine.info().clone();
+    let bw = engine.copy_bandwidth(args.copy_mb << 20, 10)?;
+    eprintln!(
+        "# device: {} / {} ({} CUs, driver {}); copy bandwidth {:.2} GB/s ({} MiB buffers); cpu_parallel on {} threads",
+        info.platform,
+        info.name,
+        info.compute_units,
+        info.driver,
+        bw.gbps,
+        args.copy_mb,
+        rayon_threads()
+    );
+    let mut ctx = Ctx { args: &args, engine: &engine, copy_gbps: bw.gbps, kernels, plan_scheme, wrote_header: false, all: Vec::new() };
+    let mut failed = 0;
+    let opts = ReadOptions { complex_real_part: true };
+    for f in &files {
+        let name = matrix_name(f);
+        let res = read_path::<f64>(f, &opts)
+            .with_context(|| format!("reading {}", f.display()))
+            .and_then(|a| ctx.bench_both(&name, &a));
+        if let Err(e) = res {
+            eprintln!("# {name}: error: {e:#}");
+            failed += 1;
+        }
+    }
+    for (fam, nnz) in gens {
+        let name = format!("gen:{fam}:{nnz}");
+        let res = fam.generate(nnz, 1).map_err(anyhow::Error::from).and_then(|a| ctx.bench_both(&name, &a));
+        if let Err(e) = res {
+            eprintln!("# {name}: error: {e:#}");
+            failed += 1;
+        }
+    }
+    let wrong = ctx.all.iter().filter(|l| !l.ok).count();
+    if wrong > 0 {
+        bail!("{wrong} results differ from the reference");
+    }
+    if failed > 0 {
+        bail!("{failed} matrices could not be benchmarked");
+    }
+    Ok(())
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}

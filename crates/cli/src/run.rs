@@ -1,0 +1,139 @@
+//! `spmv run`: y = A x on the OpenCL device, y printed one value per line in
+//! full (round-trip) precision, so anyone can check our answer with their tools.
+
+use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
+use engine::{DeviceScalar, Engine, LaunchMode};
+use sparse::mm::{read_path, ReadOptions};
+use sparse::{Binning, Csr, KernelId, Plan, Scheme};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+/// Arguments of `spmv run`.
+#[derive(ClapArgs, Debug)]
+#[command(after_help = "Plan: --kernel K runs K on the whole matrix (with --scheme U: K on every bin of U); \
+--scheme U alone picks a kernel per bin from the bin's mean row length (serial, subvector-X, CSR-Adaptive for the last bin). \
+Without either, the default plan is CSR-Adaptive on the whole matrix (the trained model's plan is not wired in yet).")]
+pub struct Args {
+    /// Matrix Market file (.mtx or .mtx.gz).
+    pub matrix: PathBuf,
+    /// Text file with x, one value per line (blank lines and lines starting with % or # are skipped); default all ones.
+    #[arg(long)]
+    pub x: Option<PathBuf>,
+    /// Precision of the computation: f32 or f64.
+    #[arg(long, default_value = "f64")]
+    pub precision: String,
+    /// Kernel to run (any name `spmv bench` prints: serial, subvector2..subvector128, vector, csr_adaptive, merge_path).
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Binning scheme: `single` or a granularity U.
+    #[arg(long)]
+    pub scheme: Option<String>,
+    /// Launch mode: grouped (one launch per kernel) or per_bin (one per bin).
+    #[arg(long, default_value = "grouped")]
+    pub mode: String,
+    /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Accept complex matrices by keeping the real part.
+    #[arg(long)]
+    pub real_part: bool,
+}
+
+/// A kernel for a bin from its mean row length: X work-items for rows of about X
+/// nonzeros, CSR-Adaptive for the last bin (rows of 99 and more, possibly huge).
+pub fn heuristic_kernel(bin: usize) -> KernelId {
+    match bin {
+        0..=1 => KernelId::Serial,
+        b if b >= sparse::MAX_BIN => KernelId::CsrAdaptive,
+        b => {
+            let x = (b as u32).next_power_of_two().clamp(2, 128);
+            KernelId::Subvector(x)
+        }
+    }
+}
+
+fn read_x(path: &PathBuf, n: usize) -> Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading x from {}", path.display()))?;
+    let mut x = Vec::with_capacity(n);
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('%') || t.starts_with('#') {
+            continue;
+        }
+        let v: f64 = t.parse().with_context(|| format!("{} line {}: '{t}' is not a number", path.display(), i + 1))?;
+        x.push(v);
+    }
+    if x.len() != n {
+        bail!("{} holds {} values but the matrix has {n} columns", path.display(), x.len());
+    }
+    Ok(x)
+}
+
+fn plan_for(a_rows: &[u32], kernel: Option<KernelId>, scheme: Option<Scheme>) -> (Plan, String) {
+    match (kernel, scheme) {
+        (Some(k), None) => (Plan::single(k), format!("{k} on the whole matrix")),
+        (Some(k), Some(s)) => (Plan::uniform(&Binning::new(a_rows, s), k), format!("{k} on every bin of scheme {s}")),
+        (None, Some(s)) => {
+            let b = Binning::new(a_rows, s);
+            let plan = Plan { scheme: s, kernels: b.nonempty_bins().map(|bin| (bin, heuristic_kernel(bin))).collect() };
+            (plan, format!("scheme {s}, kernel per bin by mean row length"))
+        }
+        (None, None) => (Plan::single(KernelId::CsrAdaptive), "default plan: csr_adaptive on the whole matrix".into()),
+    }
+}
+
+fn compute<T: DeviceScalar>(e: &Engine, a: &Csr<f64>, x: &[f64], plan: &Plan, mode: LaunchMode) -> Result<(Vec<f64>, engine::Timings)> {
+    let a: Csr<T> = a.cast();
+    let x: Vec<T> = x.iter().map(|&v| T::from_f64(v)).collect();
+    let m = e.upload(&a)?;
+    let pp = e.prepare(&m, plan, mode)?;
+    let (y, t) = e.execute(&m, &pp, &x)?;
+    Ok((y.into_iter().map(|v| v.to_f64()).collect(), t))
+}
+
+/// Runs `spmv run`.
+pub fn run(args: Args) -> Result<()> {
+    let kernel = args.kernel.as_deref().map(str::parse::<KernelId>).transpose()?;
+    let scheme = args.scheme.as_deref().map(str::parse::<Scheme>).transpose()?;
+    let mode: LaunchMode = args.mode.parse()?;
+    let opts = ReadOptions { complex_real_part: args.real_part };
+    let a: Csr<f64> = read_path(&args.matrix, &opts).with_context(|| format!("reading {}", args.matrix.display()))?;
+    let x = match &args.x {
+        Some(p) => read_x(p, a.ncols())?,
+        None => vec![1.0; a.ncols()],
+    };
+    let e = Engine::new(args.device.as_deref())?;
+    let (plan, what) = plan_for(a.row_ptr(), kernel, scheme);
+    let out = std::io::stdout();
+    let mut w = BufWriter::new(out.lock());
+    let t = match args.precision.as_str() {
+        "f32" => {
+            let (y, t) = compute::<f32>(&e, &a, &x, &plan, mode)?;
+            // Values came from f32: print them as f32 so the shortest round-trip form is used.
+            for v in y {
+                writeln!(w, "{}", v as f32)?;
+            }
+            t
+        }
+        "f64" => {
+            let (y, t) = compute::<f64>(&e, &a, &x, &plan, mode)?;
+            for v in y {
+                writeln!(w, "{v}")?;
+            }
+            t
+        }
+        p => bail!("unknown precision '{p}' (f32 or f64)"),
+    };
+    w.flush()?;
+    eprintln!(
+        "{} x {} ({} nonzeros) on {}: {what}; kernel {:.3} ms, end-to-end {:.3} ms",
+        a.nrows(),
+        a.ncols(),
+        a.nnz(),
+        e.info().name,
+        t.kernel_ms(),
+        t.wall_ms()
+    );
+    Ok(())
+}

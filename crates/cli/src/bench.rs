@@ -87,7 +87,9 @@ fn parse_count(s: &str) -> Result<usize> {
         Some('g') => (&t[..t.len() - 1], 1e9),
         _ => (&t[..], 1.0),
     };
-    let v: f64 = num.parse().with_context(|| format!("'{s}' is not a count like 1000000, 4M or 16m"))?;
+    let v: f64 = num
+        .parse()
+        .with_context(|| format!("'{s}' is not a count like 1000000, 4M or 16m"))?;
     Ok((v * mul).round() as usize)
 }
 
@@ -126,11 +128,21 @@ fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 fn x_vector(n: usize) -> Vec<f64> {
     // Deterministic, varied, never zero: a wrong column index changes the answer.
-    (0..n).map(|i| 1.0 + ((i as u64 * 2_654_435_761 % 1000) as f64) / 1000.0).collect()
+    (0..n)
+        .map(|i| 1.0 + ((i as u64 * 2_654_435_761 % 1000) as f64) / 1000.0)
+        .collect()
 }
 
 impl Ctx<'_> {
-    fn line<T: DeviceScalar>(&self, matrix: &str, kernel: String, a: &Csr<T>, stats: TimeStats, max_rel_err: f64, ok: bool) -> Line {
+    fn line<T: DeviceScalar>(
+        &self,
+        matrix: &str,
+        kernel: String,
+        a: &Csr<T>,
+        stats: TimeStats,
+        max_rel_err: f64,
+        ok: bool,
+    ) -> Line {
         let bytes = min_bytes(a.nrows(), a.ncols(), a.nnz(), T::BYTES) as f64;
         let secs = stats.median_ms * 1e-3;
         let gbps = if secs > 0.0 { bytes / secs / 1e9 } else { 0.0 };
@@ -139,7 +151,11 @@ impl Ctx<'_> {
             kernel,
             precision: T::NAME,
             nnz: a.nnz(),
-            gflops: if secs > 0.0 { 2.0 * a.nnz() as f64 / secs / 1e9 } else { 0.0 },
+            gflops: if secs > 0.0 {
+                2.0 * a.nnz() as f64 / secs / 1e9
+            } else {
+                0.0
+            },
             bound_fraction: gbps / self.copy_gbps,
             gbps,
             stats,
@@ -160,7 +176,17 @@ impl Ctx<'_> {
                 let _ = writeln!(
                     out,
                     "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>4} {:>8} {:>6} {:>8} {:>10}",
-                    "matrix", "kernel", "prec", "nnz", "median_ms", "spread", "reps", "GB/s", "bound", "GFLOP/s", "max_rel_err"
+                    "matrix",
+                    "kernel",
+                    "prec",
+                    "nnz",
+                    "median_ms",
+                    "spread",
+                    "reps",
+                    "GB/s",
+                    "bound",
+                    "GFLOP/s",
+                    "max_rel_err"
                 );
             }
             self.wrote_header = true;
@@ -219,7 +245,11 @@ impl Ctx<'_> {
         let c = compare(a, x, &y, y_ref);
         let first = t.kernel_ms().max(1e-3);
         let reps = ((self.args.budget_ms / first) as usize).clamp(1, self.args.reps.max(1));
-        let warm = if first * (self.args.warmup as f64) > self.args.budget_ms { 0 } else { self.args.warmup.saturating_sub(1) };
+        let warm = if first * (self.args.warmup as f64) > self.args.budget_ms {
+            0
+        } else {
+            self.args.warmup.saturating_sub(1)
+        };
         let st = self.engine.time(m, pp, x, warm, reps)?;
         Ok((st, c.max_rel_err, c.ok()))
     }
@@ -245,7 +275,8 @@ impl Ctx<'_> {
             let t0 = Instant::now();
             spmv_par_into(&a, &x, &mut y);
             let first = t0.elapsed().as_secs_f64() * 1e3;
-            let reps = ((self.args.budget_ms / first.max(1e-3)) as usize).clamp(1, self.args.reps.max(1));
+            let reps =
+                ((self.args.budget_ms / first.max(1e-3)) as usize).clamp(1, self.args.reps.max(1));
             for _ in 0..self.args.warmup {
                 spmv_par_into(&a, &x, &mut y);
             }
@@ -262,14 +293,20 @@ impl Ctx<'_> {
         // Best kernel per bin at one scheme, one launch per bin vs grouped.
         if let Some(scheme) = self.plan_scheme {
             let binning = Binning::new(a.row_ptr(), scheme);
-            let mut plan = Plan { scheme, kernels: Vec::new() };
+            let mut plan = Plan {
+                scheme,
+                kernels: Vec::new(),
+            };
             for b in binning.nonempty_bins() {
                 let mut best = (f64::INFINITY, KernelId::Serial);
                 for &k in &self.kernels {
-                    let pp = self.engine.prepare_bins(&m, &binning, &[(b, k)], LaunchMode::PerBin)?;
+                    let pp =
+                        self.engine
+                            .prepare_bins(&m, &binning, &[(b, k)], LaunchMode::PerBin)?;
                     let (y, t) = self.engine.execute(&m, &pp, &x)?;
                     drop(y);
-                    let reps = ((self.args.budget_ms / 4.0 / t.kernel_ms().max(1e-3)) as usize).clamp(1, 3);
+                    let reps = ((self.args.budget_ms / 4.0 / t.kernel_ms().max(1e-3)) as usize)
+                        .clamp(1, 3);
                     let st = self.engine.time(&m, &pp, &x, 0, reps)?;
                     if st.median_ms < best.0 {
                         best = (st.median_ms, k);
@@ -284,7 +321,11 @@ impl Ctx<'_> {
                 let label = format!(
                     "plan_u{}_{}({}b/{}l)",
                     scheme,
-                    if mode == LaunchMode::PerBin { "per_bin" } else { "grouped" },
+                    if mode == LaunchMode::PerBin {
+                        "per_bin"
+                    } else {
+                        "grouped"
+                    },
                     nbins,
                     pp.launches().len()
                 );
@@ -294,13 +335,18 @@ impl Ctx<'_> {
         }
         if !singles.is_empty() {
             let best = singles.iter().min_by(|p, q| p.1.total_cmp(&q.1)).unwrap();
-            let adaptive = singles.iter().find(|(k, _)| k == "csr_adaptive").map(|s| s.1);
+            let adaptive = singles
+                .iter()
+                .find(|(k, _)| k == "csr_adaptive")
+                .map(|s| s.1);
             eprintln!(
                 "# {name} {}: best single kernel {} ({:.4} ms){}",
                 T::NAME,
                 best.0,
                 best.1,
-                adaptive.map(|t| format!("; csr_adaptive {:.2}x its time", t / best.1)).unwrap_or_default()
+                adaptive
+                    .map(|t| format!("; csr_adaptive {:.2}x its time", t / best.1))
+                    .unwrap_or_default()
             );
         }
         Ok(())
@@ -325,33 +371,56 @@ fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {
-        let tail: String = s.chars().rev().take(n - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = s
+            .chars()
+            .rev()
+            .take(n - 1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         format!("~{tail}")
     }
 }
 
 fn matrix_name(p: &Path) -> String {
-    let s = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-    s.trim_end_matches(".gz").trim_end_matches(".mtx").to_string()
+    let s = p
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    s.trim_end_matches(".gz")
+        .trim_end_matches(".mtx")
+        .to_string()
 }
 
 /// Runs `spmv bench`.
 pub fn run(args: Args) -> Result<()> {
     if !matches!(args.precision.as_str(), "f32" | "f64" | "both") {
-        bail!("--precision must be f32, f64 or both (got '{}')", args.precision);
+        bail!(
+            "--precision must be f32, f64 or both (got '{}')",
+            args.precision
+        );
     }
     let kernels: Vec<KernelId> = match &args.kernels {
         None => registry().into_iter().map(|k| k.id).collect(),
-        Some(list) => list.split(',').map(|s| s.parse::<KernelId>()).collect::<Result<_, _>>()?,
+        Some(list) => list
+            .split(',')
+            .map(|s| s.parse::<KernelId>())
+            .collect::<Result<_, _>>()?,
     };
     let plan_scheme = match args.plan_scheme.as_str() {
         "none" | "off" => None,
         s => Some(s.parse::<Scheme>()?),
     };
-    let gens = args.gens.iter().map(|g| parse_gen(g)).collect::<Result<Vec<_>>>()?;
+    let gens = args
+        .gens
+        .iter()
+        .map(|g| parse_gen(g))
+        .collect::<Result<Vec<_>>>()?;
     let mut files = collect_files(&args.paths)?;
     if let Some(n) = args.largest {
-        files.sort_by_key(|f| std::cmp::Reverse(std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)));
+        files
+            .sort_by_key(|f| std::cmp::Reverse(std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)));
         files.truncate(n);
     }
     if files.is_empty() && gens.is_empty() {
@@ -370,9 +439,19 @@ pub fn run(args: Args) -> Result<()> {
         args.copy_mb,
         rayon_threads()
     );
-    let mut ctx = Ctx { args: &args, engine: &engine, copy_gbps: bw.gbps, kernels, plan_scheme, wrote_header: false, all: Vec::new() };
+    let mut ctx = Ctx {
+        args: &args,
+        engine: &engine,
+        copy_gbps: bw.gbps,
+        kernels,
+        plan_scheme,
+        wrote_header: false,
+        all: Vec::new(),
+    };
     let mut failed = 0;
-    let opts = ReadOptions { complex_real_part: true };
+    let opts = ReadOptions {
+        complex_real_part: true,
+    };
     for f in &files {
         let name = matrix_name(f);
         let res = read_path::<f64>(f, &opts)
@@ -385,7 +464,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     for (fam, nnz) in gens {
         let name = format!("gen:{fam}:{nnz}");
-        let res = fam.generate(nnz, 1).map_err(anyhow::Error::from).and_then(|a| ctx.bench_both(&name, &a));
+        let res = fam
+            .generate(nnz, 1)
+            .map_err(anyhow::Error::from)
+            .and_then(|a| ctx.bench_both(&name, &a));
         if let Err(e) = res {
             eprintln!("# {name}: error: {e:#}");
             failed += 1;
@@ -402,5 +484,7 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn rayon_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }

@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "cols": a.ncols(),
             "nnz": a.nnz(),
             "features": f.to_map(),
-            "feature_order": sparse::FEATURE_NAMES,
+            "feature_order": &sparse::FEATURE_NAMES[..],
         });
         if let Some(b) = &binning {
             o["scheme"] = serde_json::json!(b.scheme);
@@ -62,7 +62,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("scheme {} (U = {} rows per virtual row):", b.scheme, b.u);
         println!("  {:>4} {:>12} {:>14}", "bin", "rows", "nnz");
         for bin in b.nonempty_bins() {
-            println!("  {:>4} {:>12} {:>14}", bin, b.row_count(bin), b.bin_nnz[bin]);
+            println!(
+                "  {:>4} {:>12} {:>14}",
+                bin,
+                b.row_count(bin),
+                b.bin_nnz[bin]
+            );
         }
     }
     Ok(())

@@ -3,12 +3,17 @@
 mod bench;
 mod bench_parse;
 mod info;
+mod predict;
 mod run;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "spmv", version, about = "SpMV kernel selector: inspect, benchmark, predict and run")]
+#[command(
+    name = "spmv",
+    version,
+    about = "SpMV kernel selector: inspect, benchmark, predict and run"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,6 +29,8 @@ enum Command {
     Bench(bench::Args),
     /// Compute y = A x on the OpenCL device and print y, one value per line.
     Run(run::Args),
+    /// Print the plan the selector makes for a matrix (features, scheme, kernel per bin) and why.
+    Predict(predict::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,5 +40,6 @@ fn main() -> anyhow::Result<()> {
         Command::BenchParse(a) => bench_parse::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Run(a) => run::run(a),
+        Command::Predict(a) => predict::run(a),
     }
 }

@@ -11,9 +11,12 @@ use std::path::PathBuf;
 
 /// Arguments of `spmv run`.
 #[derive(ClapArgs, Debug)]
-#[command(after_help = "Plan: --kernel K runs K on the whole matrix (with --scheme U: K on every bin of U); \
+#[command(
+    after_help = "Plan: --kernel K runs K on the whole matrix (with --scheme U: K on every bin of U); \
 --scheme U alone picks a kernel per bin from the bin's mean row length (serial, subvector-X, CSR-Adaptive for the last bin). \
-Without either, the default plan is CSR-Adaptive on the whole matrix (the trained model's plan is not wired in yet).")]
+Without either, the plan is the trained model's for this device and precision (from --model, or the models folder), \
+or the rule baseline when no model matches; `spmv predict` shows that plan and why."
+)]
 pub struct Args {
     /// Matrix Market file (.mtx or .mtx.gz).
     pub matrix: PathBuf,
@@ -38,6 +41,13 @@ pub struct Args {
     /// Accept complex matrices by keeping the real part.
     #[arg(long)]
     pub real_part: bool,
+    /// Model file used when neither --kernel nor --scheme is given (default: the
+    /// models folder's model matching the device and precision).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Models folder (default: env SPMV_MODELS_DIR, else `models/`).
+    #[arg(long)]
+    pub models_dir: Option<PathBuf>,
 }
 
 /// A kernel for a bin from its mean row length: X work-items for rows of about X
@@ -54,36 +64,65 @@ pub fn heuristic_kernel(bin: usize) -> KernelId {
 }
 
 fn read_x(path: &PathBuf, n: usize) -> Result<Vec<f64>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading x from {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading x from {}", path.display()))?;
     let mut x = Vec::with_capacity(n);
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if t.is_empty() || t.starts_with('%') || t.starts_with('#') {
             continue;
         }
-        let v: f64 = t.parse().with_context(|| format!("{} line {}: '{t}' is not a number", path.display(), i + 1))?;
+        let v: f64 = t
+            .parse()
+            .with_context(|| format!("{} line {}: '{t}' is not a number", path.display(), i + 1))?;
         x.push(v);
     }
     if x.len() != n {
-        bail!("{} holds {} values but the matrix has {n} columns", path.display(), x.len());
+        bail!(
+            "{} holds {} values but the matrix has {n} columns",
+            path.display(),
+            x.len()
+        );
     }
     Ok(x)
 }
 
-fn plan_for(a_rows: &[u32], kernel: Option<KernelId>, scheme: Option<Scheme>) -> (Plan, String) {
-    match (kernel, scheme) {
+fn plan_for(
+    a_rows: &[u32],
+    kernel: Option<KernelId>,
+    scheme: Option<Scheme>,
+) -> Option<(Plan, String)> {
+    Some(match (kernel, scheme) {
         (Some(k), None) => (Plan::single(k), format!("{k} on the whole matrix")),
-        (Some(k), Some(s)) => (Plan::uniform(&Binning::new(a_rows, s), k), format!("{k} on every bin of scheme {s}")),
+        (Some(k), Some(s)) => (
+            Plan::uniform(&Binning::new(a_rows, s), k),
+            format!("{k} on every bin of scheme {s}"),
+        ),
         (None, Some(s)) => {
             let b = Binning::new(a_rows, s);
-            let plan = Plan { scheme: s, kernels: b.nonempty_bins().map(|bin| (bin, heuristic_kernel(bin))).collect() };
-            (plan, format!("scheme {s}, kernel per bin by mean row length"))
+            let plan = Plan {
+                scheme: s,
+                kernels: b
+                    .nonempty_bins()
+                    .map(|bin| (bin, heuristic_kernel(bin)))
+                    .collect(),
+            };
+            (
+                plan,
+                format!("scheme {s}, kernel per bin by mean row length"),
+            )
         }
-        (None, None) => (Plan::single(KernelId::CsrAdaptive), "default plan: csr_adaptive on the whole matrix".into()),
-    }
+        (None, None) => return None,
+    })
 }
 
-fn compute<T: DeviceScalar>(e: &Engine, a: &Csr<f64>, x: &[f64], plan: &Plan, mode: LaunchMode) -> Result<(Vec<f64>, engine::Timings)> {
+fn compute<T: DeviceScalar>(
+    e: &Engine,
+    a: &Csr<f64>,
+    x: &[f64],
+    plan: &Plan,
+    mode: LaunchMode,
+) -> Result<(Vec<f64>, engine::Timings)> {
     let a: Csr<T> = a.cast();
     let x: Vec<T> = x.iter().map(|&v| T::from_f64(v)).collect();
     let m = e.upload(&a)?;
@@ -94,17 +133,44 @@ fn compute<T: DeviceScalar>(e: &Engine, a: &Csr<f64>, x: &[f64], plan: &Plan, mo
 
 /// Runs `spmv run`.
 pub fn run(args: Args) -> Result<()> {
-    let kernel = args.kernel.as_deref().map(str::parse::<KernelId>).transpose()?;
-    let scheme = args.scheme.as_deref().map(str::parse::<Scheme>).transpose()?;
+    let kernel = args
+        .kernel
+        .as_deref()
+        .map(str::parse::<KernelId>)
+        .transpose()?;
+    let scheme = args
+        .scheme
+        .as_deref()
+        .map(str::parse::<Scheme>)
+        .transpose()?;
     let mode: LaunchMode = args.mode.parse()?;
-    let opts = ReadOptions { complex_real_part: args.real_part };
-    let a: Csr<f64> = read_path(&args.matrix, &opts).with_context(|| format!("reading {}", args.matrix.display()))?;
+    let opts = ReadOptions {
+        complex_real_part: args.real_part,
+    };
+    let a: Csr<f64> = read_path(&args.matrix, &opts)
+        .with_context(|| format!("reading {}", args.matrix.display()))?;
     let x = match &args.x {
         Some(p) => read_x(p, a.ncols())?,
         None => vec![1.0; a.ncols()],
     };
     let e = Engine::new(args.device.as_deref())?;
-    let (plan, what) = plan_for(a.row_ptr(), kernel, scheme);
+    let (plan, what) = match plan_for(a.row_ptr(), kernel, scheme) {
+        Some(p) => p,
+        None => {
+            let dir = args
+                .models_dir
+                .clone()
+                .unwrap_or_else(crate::predict::default_models_dir);
+            let (sel, note) = crate::predict::choose_selector(
+                args.model.as_deref(),
+                &dir,
+                &e.info().name,
+                &args.precision,
+            )?;
+            let pred = sel.plan(&sparse::Features::of(&a), a.row_ptr());
+            (pred.plan, format!("plan of the {note}"))
+        }
+    };
     let out = std::io::stdout();
     let mut w = BufWriter::new(out.lock());
     let t = match args.precision.as_str() {

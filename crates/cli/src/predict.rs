@@ -1,0 +1,213 @@
+//! `spmv predict FILE`: the features, the plan the selector makes (scheme, and a
+//! kernel per non-empty bin with its rows and nonzeros) and why (the decision
+//! path of each tree). Also the shared model lookup used by `spmv run`.
+
+use anyhow::{Context, Result};
+use selector::{Model, Selector};
+use sparse::mm::{read_path, ReadOptions};
+use sparse::Features;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `spmv predict`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Matrix Market file (.mtx or .mtx.gz).
+    file: PathBuf,
+    /// Model file; default: the model in the models folder that matches the device and precision.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Models folder searched when --model is not given (default: env SPMV_MODELS_DIR, else `models/`).
+    #[arg(long)]
+    models_dir: Option<PathBuf>,
+    /// Precision the plan is for: f32 or f64.
+    #[arg(long, default_value = "f64")]
+    precision: String,
+    /// OpenCL device whose model is wanted (default env SPMV_DEVICE, else the best device found).
+    #[arg(long)]
+    device: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Accept complex matrices by keeping their real part.
+    #[arg(long)]
+    real_part: bool,
+}
+
+/// The default models folder: env `SPMV_MODELS_DIR`, else `models/` in the working
+/// directory when it exists, else the repository's `models/`.
+pub fn default_models_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("SPMV_MODELS_DIR") {
+        return PathBuf::from(d);
+    }
+    let local = PathBuf::from("models");
+    if local.is_dir() {
+        return local;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+/// The selector for a device and precision: `model` when given (it must load),
+/// else the newest matching model of `dir`, else the rule baseline. Also returns
+/// a sentence saying what was chosen and why.
+pub fn choose_selector(
+    model: Option<&Path>,
+    dir: &Path,
+    device: &str,
+    precision: &str,
+) -> Result<(Selector, String)> {
+    if let Some(p) = model {
+        let m = Model::load(p).with_context(|| format!("loading model {}", p.display()))?;
+        let note = format!(
+            "model {} (trained on '{}', {})",
+            p.display(),
+            m.card.device,
+            m.card.precision
+        );
+        return Ok((Selector::Model(m), note));
+    }
+    let mut models = Vec::new();
+    if dir.is_dir() {
+        for (path, r) in selector::load_models_dir(dir)? {
+            match r {
+                Ok(m) => models.push(m),
+                Err(e) => eprintln!("note: skipping model {}: {e}", path.display()),
+            }
+        }
+    }
+    let n = models.len();
+    let s = Selector::choose(models, device, precision);
+    let note = match &s {
+        Selector::Model(m) => format!(
+            "model {} for '{}' {}",
+            m.id(),
+            m.card.device,
+            m.card.precision
+        ),
+        Selector::Rule => format!(
+            "rule baseline: none of the {n} models in {} is for device '{device}' in {precision}",
+            dir.display()
+        ),
+    };
+    Ok((s, note))
+}
+
+/// The name of the device plans are made for: `--device`/`SPMV_DEVICE`'s match or
+/// the best device; `None` (with the reason) when no OpenCL device can be opened.
+pub fn device_name(selector: Option<&str>) -> std::result::Result<String, String> {
+    engine::Engine::new(selector)
+        .map(|e| e.info().name.clone())
+        .map_err(|e| e.to_string())
+}
+
+/// Runs `spmv predict`.
+pub fn run(args: Args) -> Result<()> {
+    let a = read_path::<f64>(
+        &args.file,
+        &ReadOptions {
+            complex_real_part: args.real_part,
+        },
+    )
+    .with_context(|| format!("reading {}", args.file.display()))?;
+    let device = match device_name(args.device.as_deref()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("note: no OpenCL device ({e}); models are matched against no device");
+            String::new()
+        }
+    };
+    let dir = args.models_dir.clone().unwrap_or_else(default_models_dir);
+    let (sel, note) = choose_selector(args.model.as_deref(), &dir, &device, &args.precision)?;
+    let t0 = std::time::Instant::now();
+    let features = Features::of(&a);
+    let t1 = std::time::Instant::now();
+    let pred = sel.plan_explained(&features, a.row_ptr());
+    let t2 = std::time::Instant::now();
+    let bins: Vec<serde_json::Value> = pred
+        .plan
+        .kernels
+        .iter()
+        .map(|(b, k)| {
+            serde_json::json!({"bin": b, "rows": pred.binning.row_count(*b), "nnz": pred.binning.bin_nnz[*b], "kernel": k})
+        })
+        .collect();
+    if args.json {
+        let o = serde_json::json!({
+            "file": args.file.display().to_string(),
+            "rows": a.nrows(), "cols": a.ncols(), "nnz": a.nnz(),
+            "features": features.to_map(),
+            "selector": sel.info(),
+            "selector_note": note,
+            "device": device,
+            "precision": args.precision,
+            "plan": {"scheme": pred.plan.scheme, "bins": bins},
+            "explanation": pred.explanation,
+            "timings_ms": {"features": (t1 - t0).as_secs_f64() * 1e3, "predict_and_bin": (t2 - t1).as_secs_f64() * 1e3},
+        });
+        println!("{}", serde_json::to_string(&o)?);
+        return Ok(());
+    }
+    println!(
+        "{}: {} x {}, {} nonzeros",
+        args.file.display(),
+        a.nrows(),
+        a.ncols(),
+        a.nnz()
+    );
+    println!("selector: {note}");
+    println!("features:");
+    for (n, v) in features.named() {
+        println!("  {n:<24} {v}");
+    }
+    println!("plan: scheme {}", pred.plan.scheme);
+    println!("  {:>4} {:>10} {:>12}  kernel", "bin", "rows", "nnz");
+    for (b, k) in &pred.plan.kernels {
+        println!(
+            "  {:>4} {:>10} {:>12}  {k}",
+            b,
+            pred.binning.row_count(*b),
+            pred.binning.bin_nnz[*b]
+        );
+    }
+    if let Some(ex) = &pred.explanation {
+        println!("why ({}):", ex.selector);
+        println!("  stage 1 -> scheme {}", ex.stage1.scheme);
+        for s in &ex.stage1.path {
+            println!(
+                "    {} = {:.6} {} {:.6}",
+                s.feature,
+                s.value,
+                if matches!(s.went, selector::Went::Left) {
+                    "<"
+                } else {
+                    ">="
+                },
+                s.threshold
+            );
+        }
+        for d in &ex.stage2 {
+            println!(
+                "  stage 2, bin {} ({} rows, {} nnz) -> {}",
+                d.bin, d.rows, d.nnz, d.kernel
+            );
+            for s in &d.path {
+                println!(
+                    "    {} = {:.6} {} {:.6}",
+                    s.feature,
+                    s.value,
+                    if matches!(s.went, selector::Went::Left) {
+                        "<"
+                    } else {
+                        ">="
+                    },
+                    s.threshold
+                );
+            }
+        }
+    }
+    println!(
+        "time: features {:.3} ms, prediction + binning {:.3} ms",
+        (t1 - t0).as_secs_f64() * 1e3,
+        (t2 - t1).as_secs_f64() * 1e3
+    );
+    Ok(())
+}

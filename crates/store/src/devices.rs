@@ -1,0 +1,81 @@
+//! The `devices` table: the compute devices measurements were taken on.
+
+use crate::error::QueryContext;
+use crate::rows::{get, int, non_negative, uint};
+use crate::{Device, DeviceId, DeviceRecord, Store, StoreError};
+use sqlx::sqlite::SqliteRow;
+
+const COLUMNS: &str =
+    "id, name, vendor, driver, compute_units, global_mem_bytes, copy_bandwidth_gbps, created_at";
+
+impl Store {
+    /// Inserts a device, or updates the one with the same name, vendor and driver
+    /// (compute units, memory and bandwidth take the new values; a `None`
+    /// bandwidth keeps the stored one). Returns its id.
+    pub async fn upsert_device(&self, d: &DeviceRecord) -> Result<DeviceId, StoreError> {
+        let bw = d
+            .copy_bandwidth_gbps
+            .map(|b| non_negative(b, "copy bandwidth"))
+            .transpose()?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO devices (name, vendor, driver, compute_units, global_mem_bytes, copy_bandwidth_gbps) \
+             VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (name, vendor, driver) DO UPDATE SET \
+               compute_units = excluded.compute_units, \
+               global_mem_bytes = excluded.global_mem_bytes, \
+               copy_bandwidth_gbps = COALESCE(excluded.copy_bandwidth_gbps, devices.copy_bandwidth_gbps) \
+             RETURNING id",
+        )
+        .bind(&d.name)
+        .bind(&d.vendor)
+        .bind(&d.driver)
+        .bind(i64::from(d.compute_units))
+        .bind(int(d.global_mem_bytes, "global memory size")?)
+        .bind(bw)
+        .fetch_one(&self.pool)
+        .await
+        .op("upsert_device")?;
+        Ok(DeviceId(id))
+    }
+
+    /// The device with this id, if any.
+    pub async fn device(&self, id: DeviceId) -> Result<Option<Device>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM devices WHERE id = ?");
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await
+            .op("device")?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// Every device, by id.
+    pub async fn list_devices(&self) -> Result<Vec<Device>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM devices ORDER BY id");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.pool)
+            .await
+            .op("list_devices")?;
+        rows.iter().map(decode).collect()
+    }
+}
+
+fn decode(r: &SqliteRow) -> Result<Device, StoreError> {
+    const OP: &str = "decode device";
+    Ok(Device {
+        id: DeviceId(get(r, "id", OP)?),
+        record: DeviceRecord {
+            name: get(r, "name", OP)?,
+            vendor: get(r, "vendor", OP)?,
+            driver: get(r, "driver", OP)?,
+            compute_units: uint(get(r, "compute_units", OP)?, "devices", "compute_units")?,
+            global_mem_bytes: uint(
+                get(r, "global_mem_bytes", OP)?,
+                "devices",
+                "global_mem_bytes",
+            )?,
+            copy_bandwidth_gbps: get(r, "copy_bandwidth_gbps", OP)?,
+        },
+        created_at: get(r, "created_at", OP)?,
+    })
+}

@@ -1,0 +1,212 @@
+//! The results database: SQLite through sqlx, with the schema in the workspace's
+//! `migrations/` folder embedded at build time and applied at connect.
+//!
+//! Only this crate knows SQL. Everything else calls the typed async functions of
+//! [`Store`]: devices, matrices, measurements (the trainer's labels), plans, models,
+//! training runs and the request log of the HTTP service.
+//!
+//! The database runs in WAL mode with foreign keys on and a busy timeout, so
+//! several processes (a trainer and a server, say) and several tasks of one
+//! process can write to it at once; writers wait for each other instead of failing.
+//!
+//! Durability: every `insert_*`, `upsert_*` and `log_request` call is its own
+//! transaction and is committed when it returns, so a trainer killed at any moment
+//! loses at most the measurement it was timing. [`Store::insert_measurements`]
+//! writes a batch in one transaction: all of it or none.
+
+mod devices;
+mod error;
+mod location;
+mod matrices;
+mod measurements;
+mod models;
+mod plans;
+mod requests;
+mod rows;
+mod runs;
+mod types;
+
+pub use error::StoreError;
+pub use location::{DbLocation, DATABASE_URL_ENV, DEFAULT_DATABASE_FILE};
+pub use types::{
+    canonical_plan_json, Device, DeviceId, DeviceRecord, FeatureVector, Matrix, MatrixId,
+    MatrixRecord, Measurement, MeasurementId, MeasurementKey, Model, ModelId, ModelRecord,
+    NewMeasurement, PlanId, PlanRecord, Precision, Request, RequestId, RequestRecord, RunId,
+    RunRecord, RunStatus, StoredPlan, Target, TrainingRun,
+};
+
+use error::QueryContext;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::Row;
+use std::time::Duration;
+
+/// How long a writer waits for another writer's lock before failing.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connections kept by the pool of a file database.
+const MAX_CONNECTIONS: u32 = 8;
+
+/// The migrations of `migrations/`, embedded at build time.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// A handle on the results database. Cheap to clone (clones share one pool).
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+    location: DbLocation,
+}
+
+/// A migration recorded as applied in the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedMigration {
+    /// The number at the start of its file name.
+    pub version: i64,
+    /// The rest of its file name.
+    pub description: String,
+    /// Whether it completed.
+    pub success: bool,
+}
+
+impl Store {
+    /// Opens the database and applies every pending migration.
+    ///
+    /// The location is `url` when given, else the `DATABASE_URL` environment
+    /// variable, else `spmv.db` in the working directory (see [`DbLocation::parse`]
+    /// for the accepted forms). A missing file, and its folder, are created.
+    pub async fn connect(url: Option<&str>) -> Result<Store, StoreError> {
+        Store::open(DbLocation::resolve(url)?).await
+    }
+
+    /// A fresh private in-memory database with the schema applied, for tests.
+    pub async fn open_in_memory() -> Result<Store, StoreError> {
+        Store::open(DbLocation::Memory).await
+    }
+
+    /// Opens the database at `location` and applies every pending migration.
+    pub async fn open(location: DbLocation) -> Result<Store, StoreError> {
+        let connect_err = |source| StoreError::Connect {
+            location: location.to_string(),
+            source,
+        };
+        let base = SqliteConnectOptions::new()
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = match &location {
+            DbLocation::File(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent).map_err(|source| StoreError::Io {
+                        path: parent.to_path_buf(),
+                        source,
+                    })?;
+                }
+                let options = base
+                    .filename(path)
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    // In WAL mode NORMAL loses nothing when the process is killed
+                    // (only on power loss), and commits are much cheaper than FULL.
+                    .synchronous(SqliteSynchronous::Normal);
+                SqlitePoolOptions::new()
+                    .max_connections(MAX_CONNECTIONS)
+                    .connect_with(options)
+                    .await
+                    .map_err(connect_err)?
+            }
+            DbLocation::Memory => {
+                // Every connection to ":memory:" is a separate database, so the
+                // pool holds exactly one connection that never expires.
+                let options = base.in_memory(true);
+                SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(options)
+                    .await
+                    .map_err(connect_err)?
+            }
+        };
+        MIGRATOR.run(&pool).await?;
+        Ok(Store { pool, location })
+    }
+
+    /// Where the database is.
+    pub fn location(&self) -> &DbLocation {
+        &self.location
+    }
+
+    /// Waits for running queries and closes every connection. Dropping the store
+    /// without closing is safe too: committed work is never lost.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Applies pending migrations again (a no-op when the schema is current).
+    /// [`Store::connect`] already does this.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The `(version, description)` of every migration embedded in this build.
+    pub fn embedded_migrations() -> Vec<(i64, String)> {
+        MIGRATOR
+            .iter()
+            .map(|m| (m.version, m.description.to_string()))
+            .collect()
+    }
+
+    /// The migrations recorded as applied in the database, by version.
+    pub async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT version, description, success FROM _sqlx_migrations ORDER BY version",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .op("applied_migrations")?;
+        rows.iter()
+            .map(|r| {
+                Ok(AppliedMigration {
+                    version: r.try_get("version").op("applied_migrations")?,
+                    description: r.try_get("description").op("applied_migrations")?,
+                    success: r.try_get("success").op("applied_migrations")?,
+                })
+            })
+            .collect()
+    }
+
+    /// The names of the tables of the schema (SQLite's and sqlx's own excluded).
+    pub async fn table_names(&self) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name FROM sqlite_master WHERE type = 'table' \
+             AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_sqlx%' ESCAPE '\\' ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .op("table_names")?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("name").op("table_names"))
+            .collect()
+    }
+
+    /// SQLite's journal mode for this database (`wal` for files, `memory` for
+    /// in-memory databases).
+    pub async fn journal_mode(&self) -> Result<String, StoreError> {
+        let row = sqlx::query("PRAGMA journal_mode")
+            .fetch_one(&self.pool)
+            .await
+            .op("journal_mode")?;
+        row.try_get::<String, _>(0).op("journal_mode")
+    }
+
+    /// Whether foreign keys are enforced on the connections of this store.
+    pub async fn foreign_keys_enabled(&self) -> Result<bool, StoreError> {
+        let row = sqlx::query("PRAGMA foreign_keys")
+            .fetch_one(&self.pool)
+            .await
+            .op("foreign_keys_enabled")?;
+        Ok(row.try_get::<i64, _>(0).op("foreign_keys_enabled")? == 1)
+    }
+}

@@ -1,0 +1,161 @@
+//! Where the database lives: parsing `DATABASE_URL` and its defaults.
+
+use crate::StoreError;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The environment variable that overrides the database location.
+pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
+
+/// The database file used when neither an explicit URL nor `DATABASE_URL` is given,
+/// relative to the working directory.
+pub const DEFAULT_DATABASE_FILE: &str = "spmv.db";
+
+/// A parsed database location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbLocation {
+    /// A database file (created when missing).
+    File(PathBuf),
+    /// A private in-memory database, gone when the store is dropped.
+    Memory,
+}
+
+impl DbLocation {
+    /// Parses a location: `sqlite://path`, `sqlite:path`, or a plain path.
+    ///
+    /// `sqlite:///abs/file.db` and `sqlite:/abs/file.db` give `/abs/file.db`;
+    /// `sqlite://rel.db` and `sqlite:rel.db` give `rel.db` (relative to the working
+    /// directory); `sqlite::memory:`, `sqlite://:memory:` and `:memory:` give
+    /// [`DbLocation::Memory`]. A query string (`?mode=rwc`) is ignored: the file is
+    /// always opened read-write and created when missing. Other schemes
+    /// (`postgres://...`) and empty paths are errors.
+    pub fn parse(url: &str) -> Result<DbLocation, StoreError> {
+        let invalid = |reason: &str| StoreError::InvalidUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let trimmed = url.trim();
+        let rest = if let Some(r) = trimmed.strip_prefix("sqlite://") {
+            r
+        } else if let Some(r) = trimmed.strip_prefix("sqlite:") {
+            r
+        } else if let Some((scheme, _)) = trimmed.split_once("://") {
+            if !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '+')
+            {
+                return Err(invalid(&format!(
+                    "scheme '{scheme}' is not supported; use sqlite://PATH or a plain path"
+                )));
+            }
+            trimmed
+        } else {
+            trimmed
+        };
+        let path = match rest.split_once('?') {
+            Some((p, _query)) => p,
+            None => rest,
+        };
+        if path == ":memory:" {
+            return Ok(DbLocation::Memory);
+        }
+        if path.is_empty() {
+            return Err(invalid("no file path"));
+        }
+        Ok(DbLocation::File(PathBuf::from(path)))
+    }
+
+    /// The location to use: `explicit` when given, else `DATABASE_URL` when set and
+    /// non-empty, else [`DEFAULT_DATABASE_FILE`] in the working directory.
+    pub fn resolve(explicit: Option<&str>) -> Result<DbLocation, StoreError> {
+        if let Some(url) = explicit {
+            return DbLocation::parse(url);
+        }
+        match std::env::var(DATABASE_URL_ENV) {
+            Ok(url) if !url.trim().is_empty() => DbLocation::parse(&url),
+            _ => Ok(DbLocation::File(PathBuf::from(DEFAULT_DATABASE_FILE))),
+        }
+    }
+}
+
+impl fmt::Display for DbLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DbLocation::File(p) => write!(f, "{}", p.display()),
+            DbLocation::Memory => f.write_str(":memory:"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms() {
+        let file = |s: &str| DbLocation::File(PathBuf::from(s));
+        assert_eq!(
+            DbLocation::parse("sqlite://results.db").unwrap(),
+            file("results.db")
+        );
+        assert_eq!(
+            DbLocation::parse("sqlite:results.db").unwrap(),
+            file("results.db")
+        );
+        assert_eq!(DbLocation::parse("results.db").unwrap(), file("results.db"));
+        assert_eq!(
+            DbLocation::parse("sqlite:///tmp/a.db").unwrap(),
+            file("/tmp/a.db")
+        );
+        assert_eq!(
+            DbLocation::parse("sqlite:/tmp/a.db").unwrap(),
+            file("/tmp/a.db")
+        );
+        assert_eq!(DbLocation::parse("/tmp/a.db").unwrap(), file("/tmp/a.db"));
+        assert_eq!(
+            DbLocation::parse("sqlite://a.db?mode=rwc").unwrap(),
+            file("a.db")
+        );
+        assert_eq!(
+            DbLocation::parse(" data/x.sqlite ").unwrap(),
+            file("data/x.sqlite")
+        );
+        assert_eq!(
+            DbLocation::parse("sqlite::memory:").unwrap(),
+            DbLocation::Memory
+        );
+        assert_eq!(
+            DbLocation::parse("sqlite://:memory:").unwrap(),
+            DbLocation::Memory
+        );
+        assert_eq!(DbLocation::parse(":memory:").unwrap(), DbLocation::Memory);
+    }
+
+    #[test]
+    fn rejected() {
+        for bad in [
+            "postgres://u@h/db",
+            "mysql://h/db",
+            "sqlite://",
+            "sqlite:",
+            "",
+            "sqlite:?mode=ro",
+        ] {
+            match DbLocation::parse(bad) {
+                Err(StoreError::InvalidUrl { url, .. }) => assert_eq!(url, bad),
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn explicit_wins() {
+        // Does not touch the environment (tests run in parallel); an explicit URL
+        // must be used as given whatever DATABASE_URL says.
+        assert_eq!(
+            DbLocation::resolve(Some("sqlite:x.db")).unwrap(),
+            DbLocation::File(PathBuf::from("x.db"))
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! The `matrices` table: every matrix measured or served, by content hash.
+
+use crate::error::QueryContext;
+use crate::rows::{from_json, get, int, to_json, uint};
+use crate::{Matrix, MatrixId, MatrixRecord, Store, StoreError};
+use sqlx::sqlite::SqliteRow;
+use sqlx::AssertSqlSafe;
+
+const COLUMNS: &str = "id, content_hash, name, source, nrows, ncols, nnz, features, created_at";
+
+impl Store {
+    /// Inserts a matrix, or finds the one with the same content hash. Returns its
+    /// id. The first writer's name and source are kept (a corpus matrix later seen
+    /// in a request stays a corpus matrix); the features are replaced, so that
+    /// rows written under an older feature order are brought up to date.
+    pub async fn upsert_matrix(&self, m: &MatrixRecord) -> Result<MatrixId, StoreError> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO matrices (content_hash, name, source, nrows, ncols, nnz, features) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (content_hash) DO UPDATE SET features = excluded.features \
+             RETURNING id",
+        )
+        .bind(&m.content_hash)
+        .bind(&m.name)
+        .bind(&m.source)
+        .bind(int(m.nrows, "nrows")?)
+        .bind(int(m.ncols, "ncols")?)
+        .bind(int(m.nnz, "nnz")?)
+        .bind(to_json(&m.features, "features")?)
+        .fetch_one(&self.pool)
+        .await
+        .op("upsert_matrix")?;
+        Ok(MatrixId(id))
+    }
+
+    /// The matrix with this content hash, if stored.
+    pub async fn matrix_by_hash(&self, content_hash: &str) -> Result<Option<Matrix>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM matrices WHERE content_hash = ?");
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(content_hash)
+            .fetch_optional(&self.pool)
+            .await
+            .op("matrix_by_hash")?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// The matrix with this id, if stored.
+    pub async fn matrix(&self, id: MatrixId) -> Result<Option<Matrix>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM matrices WHERE id = ?");
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await
+            .op("matrix")?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// Stored matrices by id. `source: None` lists all; `Some(s)` lists those whose
+    /// source is `s` or starts with `s:` — so `Some("generator")` gives every
+    /// generator family and `Some("generator:stencil2d")` one of them.
+    pub async fn list_matrices(&self, source: Option<&str>) -> Result<Vec<Matrix>, StoreError> {
+        let rows = match source {
+            None => {
+                let sql = format!("SELECT {COLUMNS} FROM matrices ORDER BY id");
+                sqlx::query(AssertSqlSafe(sql)).fetch_all(&self.pool).await
+            }
+            Some(s) => {
+                // substr instead of LIKE: sources may hold '%' or '_'.
+                let sql = format!(
+                    "SELECT {COLUMNS} FROM matrices \
+                     WHERE source = ?1 OR substr(source, 1, length(?1) + 1) = ?1 || ':' ORDER BY id"
+                );
+                sqlx::query(AssertSqlSafe(sql))
+                    .bind(s)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+        }
+        .op("list_matrices")?;
+        rows.iter().map(decode).collect()
+    }
+}
+
+fn decode(r: &SqliteRow) -> Result<Matrix, StoreError> {
+    const OP: &str = "decode matrix";
+    let features: String = get(r, "features", OP)?;
+    Ok(Matrix {
+        id: MatrixId(get(r, "id", OP)?),
+        record: MatrixRecord {
+            content_hash: get(r, "content_hash", OP)?,
+            name: get(r, "name", OP)?,
+            source: get(r, "source", OP)?,
+            nrows: uint(get(r, "nrows", OP)?, "matrices", "nrows")?,
+            ncols: uint(get(r, "ncols", OP)?, "matrices", "ncols")?,
+            nnz: uint(get(r, "nnz", OP)?, "matrices", "nnz")?,
+            features: from_json(&features, "matrices", "features")?,
+        },
+        created_at: get(r, "created_at", OP)?,
+    })
+}

@@ -1,0 +1,154 @@
+//! The `plans` table: the best plan of each scheme per matrix, device and
+//! precision, and which of them is the oracle (the best over all schemes).
+
+use crate::error::QueryContext;
+use crate::rows::{from_json, get, non_negative, precision, scheme_code, NOW};
+use crate::{
+    canonical_plan_json, DeviceId, MatrixId, PlanId, PlanRecord, Precision, Store, StoreError,
+    StoredPlan,
+};
+use sparse::plan::Plan;
+use sqlx::sqlite::SqliteRow;
+use sqlx::AssertSqlSafe;
+
+const COLUMNS: &str =
+    "id, matrix_id, device_id, precision, plan, total_ms, bins_sum_ms, is_oracle, created_at";
+
+impl Store {
+    /// Stores the plan of its scheme for the matrix, device and precision,
+    /// replacing the previous one of that scheme. When `is_oracle` is set, the
+    /// oracle flag is taken away from the other schemes' plans in the same
+    /// transaction, so there is at most one oracle. Returns the plan's row id.
+    pub async fn upsert_plan(&self, p: &PlanRecord) -> Result<PlanId, StoreError> {
+        let json = canonical_plan_json(&p.plan)?;
+        let total = non_negative(p.total_ms, "plan time")?;
+        let bins_sum = p
+            .bins_sum_ms
+            .map(|t| non_negative(t, "plan bins time"))
+            .transpose()?;
+        let code = scheme_code(p.plan.scheme);
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .op("upsert_plan")?;
+        if p.is_oracle {
+            sqlx::query(
+                "UPDATE plans SET is_oracle = 0 \
+                 WHERE matrix_id = ? AND device_id = ? AND precision = ? AND scheme <> ? AND is_oracle = 1",
+            )
+            .bind(p.matrix.0)
+            .bind(p.device.0)
+            .bind(p.precision.as_str())
+            .bind(code)
+            .execute(&mut *tx)
+            .await
+            .op("upsert_plan")?;
+        }
+        let sql = format!(
+            "INSERT INTO plans (matrix_id, device_id, precision, scheme, plan, total_ms, bins_sum_ms, is_oracle) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (matrix_id, device_id, precision, scheme) DO UPDATE SET \
+               plan = excluded.plan, total_ms = excluded.total_ms, bins_sum_ms = excluded.bins_sum_ms, \
+               is_oracle = excluded.is_oracle, created_at = {NOW} \
+             RETURNING id"
+        );
+        let id: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(p.matrix.0)
+            .bind(p.device.0)
+            .bind(p.precision.as_str())
+            .bind(code)
+            .bind(json)
+            .bind(total)
+            .bind(bins_sum)
+            .bind(p.is_oracle)
+            .fetch_one(&mut *tx)
+            .await
+            .op("upsert_plan")?;
+        tx.commit().await.op("upsert_plan")?;
+        Ok(PlanId(id))
+    }
+
+    /// The oracle plan of a matrix on a device in a precision, if one is stored.
+    pub async fn oracle_plan(
+        &self,
+        matrix: MatrixId,
+        device: DeviceId,
+        precision: Precision,
+    ) -> Result<Option<StoredPlan>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM plans \
+             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND is_oracle = 1"
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(matrix.0)
+            .bind(device.0)
+            .bind(precision.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .op("oracle_plan")?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// The stored plans (one per scheme) of a matrix on a device in a precision,
+    /// by scheme code (single first, then increasing U).
+    pub async fn plans_for(
+        &self,
+        matrix: MatrixId,
+        device: DeviceId,
+        precision: Precision,
+    ) -> Result<Vec<StoredPlan>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM plans \
+             WHERE matrix_id = ? AND device_id = ? AND precision = ? ORDER BY scheme"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(matrix.0)
+            .bind(device.0)
+            .bind(precision.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .op("plans_for")?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// The oracle plans of every matrix on a device in a precision, by matrix id:
+    /// the stage-1 labels.
+    pub async fn oracle_plans(
+        &self,
+        device: DeviceId,
+        precision: Precision,
+    ) -> Result<Vec<StoredPlan>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM plans \
+             WHERE device_id = ? AND precision = ? AND is_oracle = 1 ORDER BY matrix_id"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(device.0)
+            .bind(precision.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .op("oracle_plans")?;
+        rows.iter().map(decode).collect()
+    }
+}
+
+fn decode(r: &SqliteRow) -> Result<StoredPlan, StoreError> {
+    const OP: &str = "decode plan";
+    let plan: String = get(r, "plan", OP)?;
+    let plan: Plan = from_json(&plan, "plans", "plan")?;
+    let p: String = get(r, "precision", OP)?;
+    Ok(StoredPlan {
+        id: PlanId(get(r, "id", OP)?),
+        record: PlanRecord {
+            matrix: MatrixId(get(r, "matrix_id", OP)?),
+            device: DeviceId(get(r, "device_id", OP)?),
+            precision: precision(&p, "plans", "precision")?,
+            plan,
+            total_ms: get(r, "total_ms", OP)?,
+            bins_sum_ms: get(r, "bins_sum_ms", OP)?,
+            is_oracle: get(r, "is_oracle", OP)?,
+        },
+        created_at: get(r, "created_at", OP)?,
+    })
+}

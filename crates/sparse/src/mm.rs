@@ -966,41 +966,101 @@ fn build<T: Scalar>(h: &Header, chunks: &[Entries<T>]) -> Result<Csr<T>, SparseE
         ));
     }
     let nrows = h.nrows;
-    let mut row_ptr = vec![0u32; nrows + 1];
-    for ch in chunks {
-        for (&r, &c) in ch.rows.iter().zip(&ch.cols) {
-            row_ptr[r as usize + 1] += 1;
-            if mirrored && r != c {
-                row_ptr[c as usize + 1] += 1;
+    let negate = h.symmetry == Symmetry::Skew;
+    // A parallel counting sort: consecutive chunks form groups, each group counts
+    // its entries per row, and the counts give every group its own write position
+    // in every row, so the groups scatter at the same time without sharing a slot
+    // and each row keeps the file's order. A group's counters cost `nrows` words,
+    // so there are only as many groups as the entries pay for.
+    let threads = rayon::current_num_threads();
+    let ngroups = chunks.len().min(threads).min(total / nrows.max(1)).max(1);
+    let groups: Vec<&[Entries<T>]> = (0..ngroups)
+        .map(|g| &chunks[g * chunks.len() / ngroups..(g + 1) * chunks.len() / ngroups])
+        .collect();
+    let mut next: Vec<Vec<u32>> = groups
+        .par_iter()
+        .map(|group| {
+            let mut count = vec![0u32; nrows];
+            for ch in group.iter() {
+                for (&r, &c) in ch.rows.iter().zip(&ch.cols) {
+                    count[r as usize] += 1;
+                    if mirrored && r != c {
+                        count[c as usize] += 1;
+                    }
+                }
             }
+            count
+        })
+        .collect();
+    let mut row_ptr = vec![0u32; nrows + 1];
+    let mut at = 0u32;
+    for r in 0..nrows {
+        row_ptr[r] = at;
+        for count in next.iter_mut() {
+            let n = count[r];
+            count[r] = at;
+            at += n;
         }
     }
-    for r in 0..nrows {
-        row_ptr[r + 1] += row_ptr[r];
-    }
-    let mut next: Vec<u32> = row_ptr[..nrows].to_vec();
+    row_ptr[nrows] = at;
     let mut col_idx = vec![0u32; expanded];
     let mut values = vec![T::zero(); expanded];
-    let one = T::from_f64(1.0);
-    let negate = h.symmetry == Symmetry::Skew;
-    for ch in chunks {
+    let out = Scatter {
+        cols: col_idx.as_mut_ptr(),
+        vals: values.as_mut_ptr(),
+        len: expanded,
+    };
+    groups
+        .par_iter()
+        .zip(next.par_iter_mut())
+        .for_each(|(group, next)| {
+            for ch in group.iter() {
+                out.entries(ch, next, mirrored, negate);
+            }
+        });
+    // Rows come out sorted when the file is sorted by column (as SuiteSparse files
+    // are); otherwise `try_new` sorts them and sums duplicates.
+    Csr::try_new(nrows, h.ncols, row_ptr, col_idx, values)
+}
+
+/// Raw output arrays shared by the scatter tasks of [`build`].
+struct Scatter<T> {
+    cols: *mut u32,
+    vals: *mut T,
+    len: usize,
+}
+
+// SAFETY: the tasks write through the pointers only at the positions their own
+// counters hand out, which are disjoint between tasks by construction (see
+// `build`); every write is bounds-checked against `len`.
+unsafe impl<T: Send> Sync for Scatter<T> {}
+
+impl<T: Scalar> Scatter<T> {
+    #[inline(always)]
+    fn put(&self, dst: usize, c: u32, v: T) {
+        assert!(dst < self.len, "scatter position out of bounds");
+        // SAFETY: in bounds (checked above) and no other task owns `dst`.
+        unsafe {
+            self.cols.add(dst).write(c);
+            self.vals.add(dst).write(v);
+        }
+    }
+
+    /// Scatters one chunk's entries (and their mirror images) to the rows' next slots.
+    fn entries(&self, ch: &Entries<T>, next: &mut [u32], mirrored: bool, negate: bool) {
+        let one = T::from_f64(1.0);
         let pattern = ch.vals.is_empty();
         for k in 0..ch.len() {
             let (r, c) = (ch.rows[k], ch.cols[k]);
             let v = if pattern { one } else { ch.vals[k] };
-            let dst = next[r as usize] as usize;
-            col_idx[dst] = c;
-            values[dst] = v;
-            next[r as usize] += 1;
+            let slot = &mut next[r as usize];
+            self.put(*slot as usize, c, v);
+            *slot += 1;
             if mirrored && r != c {
-                let dst = next[c as usize] as usize;
-                col_idx[dst] = r;
-                values[dst] = if negate { -v } else { v };
-                next[c as usize] += 1;
+                let slot = &mut next[c as usize];
+                self.put(*slot as usize, r, if negate { -v } else { v });
+                *slot += 1;
             }
         }
     }
-    // Rows come out sorted when the file is sorted by column (as SuiteSparse files
-    // are); otherwise `try_new` sorts them and sums duplicates.
-    Csr::try_new(nrows, h.ncols, row_ptr, col_idx, values)
 }

@@ -301,3 +301,43 @@ fn write_path_gz_and_plain_read_back() {
         std::fs::remove_file(&path).unwrap();
     }
 }
+
+/// A file large enough to be parsed and assembled in parallel, unsorted and
+/// with duplicates, equals the matrix built from its expanded triplets.
+#[test]
+fn large_unsorted_symmetric_file_equals_triplet_build() {
+    let (n, entries) = (5_000u32, 200_000usize);
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut text =
+        format!("%%MatrixMarket matrix coordinate real skew-symmetric\n{n} {n} {entries}\n");
+    let (mut rows, mut cols, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..entries {
+        let a = (next() % n as u64) as u32;
+        let b = (next() % n as u64) as u32;
+        let (i, j) = if a == b {
+            ((a + 1) % n, a)
+        } else {
+            (a.max(b), a.min(b))
+        };
+        let (i, j) = if next() % 5 == 0 { (j, i) } else { (i, j) }; // some in the upper triangle
+        let v = (next() % 2001) as f64 / 8.0 - 125.0;
+        text.push_str(&format!("{} {} {v}\n", i + 1, j + 1));
+        rows.extend([i, j]);
+        cols.extend([j, i]);
+        vals.extend([v, -v]);
+    }
+    assert!(text.len() > 2 << 20);
+    let expected = Csr::<f64>::from_triplets(n as usize, n as usize, &rows, &cols, &vals).unwrap();
+    let got = read(&text);
+    assert_eq!(got, expected);
+    assert!(
+        got.nnz() < 2 * entries,
+        "the test should contain duplicates"
+    );
+}

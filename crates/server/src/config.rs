@@ -61,6 +61,11 @@ pub struct Config {
     #[arg(long, env = "SPMV_CACHE_BYTES", default_value_t = 2 << 30)]
     pub cache_bytes: usize,
 
+    /// Device memory the service may use, in bytes (default: all of the device's
+    /// global memory). A matrix whose buffers need more is refused with 507.
+    #[arg(long, env = "SPMV_DEVICE_MEMORY_BYTES")]
+    pub device_memory_bytes: Option<u64>,
+
     /// Device jobs admitted at once (running plus waiting); more answer 503.
     #[arg(long, env = "SPMV_QUEUE_DEPTH", default_value_t = 64)]
     pub queue_depth: usize,

@@ -372,7 +372,7 @@ pub fn x_in<T: Scalar>(x: &[f64], ncols: usize) -> Result<Vec<T>, ApiError> {
         let t = T::from_f64(v);
         if !t.is_finite() {
             return Err(ApiError::NonFinite(format!(
-                "x[{i}] = {v} is not finite in {}",
+                "x[{i}] = {v:?} is not finite in {}",
                 T::NAME
             )));
         }

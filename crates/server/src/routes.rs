@@ -285,23 +285,7 @@ pub async fn upload(
         return Err(ApiError::too_large("matrix bytes (host copy plus device buffers)", need, cap));
     }
     // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
-    if let Some(info) = s.device().info() {
-        if p == Precision::F64 && !info.fp64 {
-            return Err(ApiError::Unprocessable(format!(
-                "device {} does not support f64 (no cl_khr_fp64); use precision=f32",
-                info.name
-            )));
-        }
-        let dev = device_bytes(&m.host, p);
-        if dev > info.global_mem_bytes {
-            return Err(ApiError::DeviceMemory {
-                what: "matrix and vectors".into(),
-                needed: dev,
-                available: info.global_mem_bytes,
-                device: info.name.clone(),
-            });
-        }
-    }
+    s.check_device_fit(&m.host, p)?;
     if p == Precision::F32 {
         cast_checked::<f32>(&m.host)?;
     }
@@ -613,6 +597,7 @@ pub async fn spmv(
         ApiError::NoDevice(s.device().unavailable.clone().unwrap_or_default())
     })?;
 
+    s.check_device_fit(&m.host, p)?;
     let (planned, exec, setup_ms) = if cached {
         let (ready, created) = s.ensure_ready(&m, p).await?;
         let (r2, x2) = (ready.clone(), x.clone());

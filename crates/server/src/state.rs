@@ -383,6 +383,33 @@ impl AppState {
         }
     }
 
+    /// Refuses, before any device work, a matrix whose device buffers exceed the
+    /// device memory the service may use (507, with the sizes), or a precision
+    /// the device lacks (422).
+    pub fn check_device_fit(&self, a: &Csr<f64>, p: Precision) -> Result<(), ApiError> {
+        let Some(info) = self.0.device.info() else { return Ok(()) };
+        if p == Precision::F64 && !info.fp64 {
+            return Err(ApiError::Unprocessable(format!(
+                "device {} does not support f64 (no cl_khr_fp64); use precision=f32",
+                info.name
+            )));
+        }
+        let limit = match self.0.config.device_memory_bytes {
+            Some(l) => l.min(info.global_mem_bytes),
+            None => info.global_mem_bytes,
+        };
+        let need = device_bytes(a, p);
+        if need > limit {
+            return Err(ApiError::DeviceMemory {
+                what: format!("the {}x{} matrix with {} nonzeros in {p}, with x and y,", a.nrows(), a.ncols(), a.nnz()),
+                needed: need,
+                available: limit,
+                device: info.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// Plans `m` for precision `p` (blocking, cheap: features are already known).
     pub fn plan(&self, m: &StoredMatrix, p: Precision, explain: bool) -> Planned {
         let pred = self.0.planner.plan(p, &m.features, m.host.row_ptr(), explain);
@@ -401,6 +428,7 @@ impl AppState {
         if let Some(r) = m.ready(p) {
             return Ok((r, false));
         }
+        self.check_device_fit(&m.host, p)?;
         let t0 = Instant::now();
         let dev_bytes = device_bytes(&m.host, p);
         {

@@ -1,0 +1,184 @@
+//! Helpers shared by the server's integration tests: one OpenCL device per test
+//! binary (PoCL here), apps with an in-memory database, requests through
+//! `oneshot`, and matrices in every body format.
+#![allow(dead_code)]
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::Router;
+use clap::Parser;
+use serde_json::Value;
+use server::{app, AppState, Config, DeviceState, Planner};
+use sparse::Csr;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use tower::ServiceExt;
+
+/// The device, opened once per test binary (opening and measuring bandwidth is slow).
+pub fn device() -> DeviceState {
+    static DEV: OnceLock<DeviceState> = OnceLock::new();
+    DEV.get_or_init(|| DeviceState::open(None)).clone()
+}
+
+/// Whether device tests can run; prints why not when they cannot. Only a machine
+/// without any OpenCL platform skips (CI always has PoCL).
+pub fn have_device(test: &str) -> bool {
+    let d = device();
+    if d.engine.is_none() {
+        let reason = d.unavailable.unwrap_or_default();
+        assert!(
+            reason.contains("no OpenCL platform"),
+            "an OpenCL platform exists but no device could be opened: {reason}"
+        );
+        eprintln!("SKIP {test}: no OpenCL platform ({reason})");
+        return false;
+    }
+    true
+}
+
+/// The workspace's models folder.
+pub fn models_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+/// A configuration with the defaults and the given flags.
+pub fn config(flags: &[&str]) -> Config {
+    let mut args = vec!["server"];
+    args.extend_from_slice(flags);
+    Config::parse_from(args)
+}
+
+/// An app on the shared device, an in-memory database and the shipped models
+/// (the rule baseline where none matches).
+pub async fn test_app(flags: &[&str]) -> (Router, AppState) {
+    test_app_with(flags, device()).await
+}
+
+/// An app on the given device.
+pub async fn test_app_with(flags: &[&str], device: DeviceState) -> (Router, AppState) {
+    let cfg = config(flags);
+    let planner = Planner::load(&models_dir(), device.name());
+    let store = store::Store::open_in_memory().await.expect("in-memory database");
+    let state = AppState::new(cfg, device, planner, Some(store));
+    (app(state.clone()), state)
+}
+
+/// A response, read whole.
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Resp {
+    /// The body as JSON (panics with the body when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// The error code and message of an error body.
+    pub fn error(&self) -> (String, String) {
+        let v = self.json();
+        (
+            v["error"]["code"].as_str().unwrap_or_else(|| panic!("no error code in {v}")).to_string(),
+            v["error"]["message"].as_str().unwrap_or_else(|| panic!("no error message in {v}")).to_string(),
+        )
+    }
+}
+
+/// Sends a request through the app without a socket.
+pub async fn send(app: &Router, req: Request<Body>) -> Resp {
+    let resp = app.clone().oneshot(req).await.expect("the router never fails");
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+    Resp { status, headers, body }
+}
+
+/// `POST uri` with a content type and body.
+pub fn post(uri: &str, content_type: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::post(uri)
+        .header("content-type", content_type)
+        .body(body.into())
+        .unwrap()
+}
+
+/// `GET uri`.
+pub fn get(uri: &str) -> Request<Body> {
+    Request::get(uri).body(Body::empty()).unwrap()
+}
+
+/// A seeded random matrix with some empty rows and some long rows.
+pub fn random_matrix(nrows: usize, ncols: usize, seed: u64) -> Csr<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..nrows {
+        let len = match rng.gen_range(0..10) {
+            0 => 0,
+            1 => rng.gen_range(20..(ncols.min(200).max(21))),
+            _ => rng.gen_range(1..6),
+        };
+        for _ in 0..len {
+            r.push(i as u32);
+            c.push(rng.gen_range(0..ncols) as u32);
+            v.push(rng.gen_range(-1.0..1.0));
+        }
+    }
+    Csr::from_triplets(nrows, ncols, &r, &c, &v).unwrap()
+}
+
+/// A seeded x.
+pub fn random_x(n: usize, seed: u64) -> Vec<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    (0..n).map(|_| rng.gen_range(-2.0..2.0)).collect()
+}
+
+/// The matrix as Matrix Market text.
+pub fn mm_text(a: &Csr<f64>) -> String {
+    let mut out = Vec::new();
+    sparse::mm::write(a, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The matrix as gzip-compressed Matrix Market.
+pub fn mm_gzip(a: &Csr<f64>) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(mm_text(a).as_bytes()).unwrap();
+    enc.finish().unwrap()
+}
+
+/// The matrix as a JSON CSR object.
+pub fn csr_json(a: &Csr<f64>) -> Value {
+    serde_json::json!({
+        "nrows": a.nrows(),
+        "ncols": a.ncols(),
+        "row_ptr": a.row_ptr(),
+        "col_idx": a.col_idx(),
+        "values": a.values(),
+    })
+}
+
+/// Checks y against the reference SpMV in precision `T` (tolerance scaled by
+/// row length and precision).
+pub fn check_y<T: sparse::Scalar>(a: &Csr<f64>, x: &[f64], y: &[f64]) {
+    let at = a.cast::<T>();
+    let xt: Vec<T> = x.iter().map(|&v| T::from_f64(v)).collect();
+    let yt: Vec<T> = y.iter().map(|&v| T::from_f64(v)).collect();
+    let r = sparse::spmv::spmv_ref(&at, &xt).unwrap();
+    let c = sparse::spmv::compare(&at, &xt, &yt, &r);
+    assert!(c.ok(), "y differs from the reference in {}: {c:?}", T::NAME);
+}
+
+/// y from a JSON /spmv answer.
+pub fn y_of(v: &Value) -> Vec<f64> {
+    v["y"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no y in {v}"))
+        .iter()
+        .map(|e| e.as_f64().unwrap())
+        .collect()
+}

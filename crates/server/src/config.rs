@@ -71,7 +71,7 @@ pub struct Config {
     pub queue_depth: usize,
 
     /// Seconds a client is told to wait (Retry-After) when the queue is full.
-    #[arg(long, env = "SPMV_RETRY_AFTER", default_value_t = 1)]
+    #[arg(long = "retry-after", env = "SPMV_RETRY_AFTER", default_value_t = 1)]
     pub retry_after_s: u64,
 }
 

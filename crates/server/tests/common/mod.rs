@@ -57,6 +57,7 @@ pub async fn test_app(flags: &[&str]) -> (Router, AppState) {
 /// An app on the given device.
 pub async fn test_app_with(flags: &[&str], device: DeviceState) -> (Router, AppState) {
     let cfg = config(flags);
+    let device = if cfg.no_device { DeviceState::none("disabled by --no-device") } else { device };
     let planner = Planner::load(&models_dir(), device.name());
     let store = store::Store::open_in_memory().await.expect("in-memory database");
     let state = AppState::new(cfg, device, planner, Some(store));

@@ -1,0 +1,150 @@
+//! Load behaviour: many simultaneous /spmv calls on several uploaded matrices
+//! are all correct with no 5xx; a full device queue answers 503 with
+//! Retry-After; the cache evicts the least recently used matrix under a small
+//! byte limit, and the evicted id then answers 404.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::sync::Arc;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_simultaneous_spmv_on_several_matrices_are_all_correct() {
+    if !have_device("many_simultaneous_spmv") {
+        return;
+    }
+    let (app, _) = test_app(&["--queue-depth", "256"]).await;
+    let mats: Vec<_> = (0..4).map(|i| random_matrix(400 + 100 * i, 300, 100 + i as u64)).collect();
+    let mut ids = Vec::new();
+    for (i, a) in mats.iter().enumerate() {
+        let p = if i % 2 == 0 { "f32" } else { "f64" };
+        let r = send(&app, post(&format!("/matrices?precision={p}"), "text/plain", mm_text(a))).await;
+        assert_eq!(r.status, 201);
+        ids.push(r.json()["id"].as_str().unwrap().to_string());
+    }
+    let mats = Arc::new(mats);
+    let mut tasks = Vec::new();
+    for k in 0..64u64 {
+        let (app, mats, ids) = (app.clone(), mats.clone(), ids.clone());
+        tasks.push(tokio::spawn(async move {
+            let i = (k % 4) as usize;
+            let p = if k % 3 == 0 { "f32" } else { "f64" };
+            let x = random_x(300, k);
+            let body = json!({"matrix_id": ids[i], "x": x, "precision": p});
+            let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
+            assert_eq!(r.status, 200, "call {k}: {}", String::from_utf8_lossy(&r.body));
+            let y = y_of(&r.json());
+            match p {
+                "f32" => check_y::<f32>(&mats[i], &x, &y),
+                _ => check_y::<f64>(&mats[i], &x, &y),
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("a request task panicked");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_answers_503_with_retry_after() {
+    if !have_device("a_full_queue_answers_503") {
+        return;
+    }
+    let (app, state) = test_app(&["--queue-depth", "1", "--retry-after", "2"]).await;
+    let a = random_matrix(100, 100, 20);
+    let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
+    assert_eq!(r.status, 201);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+
+    // Occupy the only queue slot with a job that waits for our signal.
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let s2 = state.clone();
+    let slow = tokio::spawn(async move {
+        s2.queue().run(move |_| wait.recv().expect("released")).await
+    });
+    while state.queue().in_flight() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let body = json!({"matrix_id": id, "x": random_x(100, 1)});
+    let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.headers["retry-after"], "2");
+    let (code, msg) = r.error();
+    assert_eq!(code, "queue_full");
+    assert!(msg.contains("device queue is full"), "{msg}");
+
+    // Once the slot frees up, the same request succeeds.
+    release.send(()).unwrap();
+    slow.await.unwrap().unwrap();
+    let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let metrics = String::from_utf8(send(&app, get("/metrics")).await.body.to_vec()).unwrap();
+    assert!(metrics.contains("spmv_queue_rejected_total 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn a_depth_zero_queue_refuses_all_device_work_but_not_predict() {
+    let (app, state) = test_app(&["--queue-depth", "0"]).await;
+    let a = random_matrix(50, 50, 21);
+    assert_eq!(send(&app, post("/predict", "text/plain", mm_text(&a))).await.status, 200);
+    if state.device().engine.is_none() {
+        eprintln!("SKIP the /spmv half: no OpenCL platform");
+        return;
+    }
+    let body = json!({"matrix": mm_text(&a), "x": random_x(50, 1)});
+    let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error().0, "queue_full");
+}
+
+#[tokio::test]
+async fn cache_evicts_least_recently_used_then_404() {
+    // Without a device only host copies are charged, which makes the byte
+    // arithmetic exact; the device case is covered below.
+    let a = random_matrix(200, 200, 30);
+    let b = random_matrix(200, 200, 31);
+    let c = random_matrix(200, 200, 32);
+    // One byte short of holding all three: exactly one must go.
+    let total = a.bytes() + b.bytes() + c.bytes() - 1;
+    let cap = total.to_string();
+    let (app, state) = test_app(&["--no-device", "--cache-bytes", &cap]).await;
+    let up = |m: &sparse::Csr<f64>| post("/matrices", "text/plain", mm_text(m));
+    assert_eq!(send(&app, up(&a)).await.status, 201);
+    assert_eq!(send(&app, up(&b)).await.status, 201);
+    // Touch a: b becomes the least recently used.
+    let x = json!({"matrix_id": a.content_hash(), "x": random_x(200, 1)});
+    send(&app, post("/spmv", "application/json", x.to_string())).await;
+    assert_eq!(send(&app, up(&c)).await.status, 201);
+    let r = send(&app, get(&format!("/matrices/{}", b.content_hash()))).await;
+    assert_eq!(r.status, 404, "b should have been evicted");
+    assert_eq!(r.error().0, "matrix_not_found");
+    let r = send(&app, post("/spmv", "application/json", json!({"matrix_id": b.content_hash(), "x": random_x(200, 1)}).to_string())).await;
+    assert_eq!(r.status, 404);
+    for m in [&a, &c] {
+        assert_eq!(send(&app, get(&format!("/matrices/{}", m.content_hash()))).await.status, 200);
+    }
+    assert_eq!(state.gauges().cache_bytes, a.bytes() + c.bytes());
+}
+
+#[tokio::test]
+async fn cache_evicts_device_buffers_too() {
+    if !have_device("cache_evicts_device_buffers_too") {
+        return;
+    }
+    let a = random_matrix(300, 300, 40);
+    let b = random_matrix(300, 300, 41);
+    let per = |m: &sparse::Csr<f64>| m.bytes() as u64 + server::state::device_bytes(m, server::input::Precision::F64);
+    // Room for one matrix with its f64 device buffers, not two.
+    let cap = (per(&a).max(per(&b)) * 3 / 2).to_string();
+    let (app, state) = test_app(&["--cache-bytes", &cap]).await;
+    assert_eq!(send(&app, post("/matrices", "text/plain", mm_text(&a))).await.status, 201);
+    assert_eq!(send(&app, post("/matrices", "text/plain", mm_text(&b))).await.status, 201);
+    let x = random_x(300, 2);
+    let r = send(&app, post("/spmv", "application/json", json!({"matrix_id": a.content_hash(), "x": x}).to_string())).await;
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+    let r = send(&app, post("/spmv", "application/json", json!({"matrix_id": b.content_hash(), "x": x}).to_string())).await;
+    assert_eq!(r.status, 200);
+    check_y::<f64>(&b, &x, &y_of(&r.json()));
+    assert!(state.gauges().cache_bytes as u64 <= per(&a).max(per(&b)) * 3 / 2);
+}

@@ -1,0 +1,248 @@
+//! Fitting the two trees with linfa-trees, from labelled samples.
+//!
+//! Workarounds for linfa-trees 0.8.1, each checked by a test in `tests/fit.rs`:
+//! * features go through the monotone [`crate::vector::spread`] transform, because
+//!   linfa never cuts between sorted neighbours closer than an absolute 1e-5;
+//! * linfa's `min_impurity_decrease` default (1e-5) stops at splits whose gain is
+//!   small in absolute terms, which on many samples hides a split separating a few
+//!   of them; our default is 1e-7;
+//! * the tree is grown by our own recursion that asks linfa for the best split of
+//!   each node on exactly that node's samples ([`Grower`] says why: linfa's own
+//!   recursion misses splits on features with many tied values);
+//! * leaf classes are the heaviest label with a deterministic tie-break (linfa's
+//!   depends on `HashMap` order), and subtrees predicting one class are merged.
+//!
+//! Known limit: when two splits score exactly the same, which one linfa returns can
+//! depend on `HashMap` iteration order (its impurity sums run in that order), so two
+//! fits of the same data can differ in such equally good splits.
+
+use crate::labels::{make_labels, stage1_classes, stage1_samples, stage2_classes, stage2_samples, ClassSamples, LabelSet};
+use crate::model::{today_utc, FeatureOrder, ModelCard, MODEL_FORMAT_VERSION};
+use crate::tree::{Node, Tree};
+use crate::vector::{spread, unspread};
+use crate::{
+    evaluate_stage1, evaluate_stage2, Criterion, Model, SelectorError, Stage1Sample, Stage2Sample,
+    TrainParams, ValidTrainParams, STAGE1_FEATURES, STAGE2_FEATURES,
+};
+use linfa::prelude::*;
+use linfa_trees::{DecisionTree, SplitQuality};
+use ndarray::{Array1, Array2};
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use serde_json::json;
+
+/// What fitting one stage produced besides the tree.
+struct StageFit {
+    tree: Tree,
+    labels: LabelSet,
+}
+
+fn fit_stage(
+    s: &ClassSamples,
+    names: &[&str],
+    n_classes: usize,
+    p: &ValidTrainParams,
+) -> Result<StageFit, SelectorError> {
+    let labels = make_labels(s, n_classes, p);
+    let tx: Vec<Vec<f64>> = s
+        .x
+        .iter()
+        .map(|x| x.iter().map(|&v| spread(v)).collect())
+        .collect();
+    let grower = Grower {
+        tx: &tx,
+        labels: &labels.labels,
+        weights: &labels.weights,
+        names,
+        n_classes,
+        params: p,
+    };
+    let mut nodes = Vec::new();
+    grower.grow((0..tx.len()).collect(), 0, &mut nodes)?;
+    let tree = Tree { nodes };
+    Ok(StageFit {
+        tree: tree.pruned(),
+        labels,
+    })
+}
+
+/// Grows a tree top-down, asking linfa-trees for the best split of each node.
+///
+/// Why not one linfa fit of the whole tree: linfa-trees 0.8.1 decides whether two
+/// neighbouring sorted values are tied by looking at the next sample in the
+/// *global* sort order, even when that sample is not in the node being split. On a
+/// feature with many tied values (U, bin ids) the cut between two values is then
+/// only tried when the globally last sample of the lower value happens to be in
+/// the node, so deep nodes miss obvious splits (`tests/fit.rs` shows a tree stuck at
+/// 96% training accuracy on labels that are a pure function of U and row length).
+/// Fitting a depth-1 tree on exactly the node's samples makes every sample visible,
+/// so linfa's search is exact there.
+struct Grower<'a> {
+    tx: &'a [Vec<f64>],
+    labels: &'a [usize],
+    weights: &'a [f32],
+    names: &'a [&'a str],
+    n_classes: usize,
+    params: &'a ValidTrainParams,
+}
+
+impl Grower<'_> {
+    /// The heaviest class of `rows` (lowest index on exact ties) and whether it is the only one.
+    fn majority(&self, rows: &[usize]) -> (usize, bool) {
+        let mut mass = vec![0f64; self.n_classes];
+        for &r in rows {
+            mass[self.labels[r]] += self.weights[r] as f64;
+        }
+        let best = mass
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
+            .map_or(0, |(c, _)| c);
+        let first = self.labels[rows[0]];
+        (best, rows.iter().all(|&r| self.labels[r] == first))
+    }
+
+    /// linfa's best split of `rows`: (feature, cut), or `None` when no split gains enough.
+    fn best_split(&self, rows: &[usize]) -> Result<Option<(usize, f64)>, SelectorError> {
+        let nf = self.names.len();
+        let mut flat = Vec::with_capacity(rows.len() * nf);
+        for &r in rows {
+            flat.extend_from_slice(&self.tx[r]);
+        }
+        let records = Array2::from_shape_vec((rows.len(), nf), flat)
+            .map_err(|e| SelectorError::Fit(e.to_string()))?;
+        let targets: Array1<usize> = rows.iter().map(|&r| self.labels[r]).collect();
+        let weights: Array1<f32> = rows.iter().map(|&r| self.weights[r]).collect();
+        let dataset = Dataset::new(records, targets)
+            .with_weights(weights)
+            .with_feature_names(self.names.to_vec());
+        let p = self.params;
+        let stump = DecisionTree::<f64, usize>::params()
+            .split_quality(match p.criterion() {
+                Criterion::Gini => SplitQuality::Gini,
+                Criterion::Entropy => SplitQuality::Entropy,
+            })
+            .max_depth(Some(1))
+            .min_weight_split(0.0)
+            .min_weight_leaf(p.min_weight_leaf())
+            .min_impurity_decrease(p.min_impurity_decrease())
+            .fit(&dataset)
+            .map_err(|e| SelectorError::Fit(e.to_string()))?;
+        // linfa prunes a split whose two sides predict the same class, but keeps the
+        // split's feature, value and gain on the root; a gain of 0 means no split.
+        let (feature, cut, gain) = stump.root_node().split();
+        Ok((gain > 0.0 && feature < nf && cut.is_finite()).then_some((feature, cut)))
+    }
+
+    /// Grows the subtree of `rows` into `out` (pre-order) and returns its index.
+    fn grow(&self, rows: Vec<usize>, depth: usize, out: &mut Vec<Node>) -> Result<usize, SelectorError> {
+        let me = out.len();
+        let (class, pure) = self.majority(&rows);
+        out.push(Node::Leaf { class });
+        if pure
+            || depth >= self.params.max_depth()
+            || (rows.len() as f32) < self.params.min_weight_split()
+        {
+            return Ok(me);
+        }
+        let Some((feature, cut)) = self.best_split(&rows)? else {
+            return Ok(me);
+        };
+        // Our walk sends `value < cut` left (as linfa's prediction does).
+        let (left, right): (Vec<usize>, Vec<usize>) =
+            rows.into_iter().partition(|&r| self.tx[r][feature] < cut);
+        if left.is_empty() || right.is_empty() {
+            return Ok(me);
+        }
+        let l = self.grow(left, depth + 1, out)?;
+        let r = self.grow(right, depth + 1, out)?;
+        out[me] = Node::Split {
+            feature,
+            cut,
+            threshold: unspread(cut),
+            left: l,
+            right: r,
+        };
+        Ok(me)
+    }
+}
+
+/// Fits both stages. Stage 1 learns features -> scheme from `stage1` (one sample per
+/// matrix); stage 2 learns features + U + bin -> kernel from `stage2` (one sample
+/// per matrix, scheme and non-empty bin; which schemes' bins to include is the
+/// trainer's choice). Labels and weights follow `params.weighting()`.
+///
+/// The returned model's card has `device` and `precision` set to `unknown` and an
+/// empty `corpus`: the caller fills them. `metrics` holds `train` (the stage
+/// metrics on the training samples) and `labels` (label counts, near-ties, relabels,
+/// tree sizes).
+pub fn fit(
+    stage1: &[Stage1Sample],
+    stage2: &[Stage2Sample],
+    params: &ValidTrainParams,
+) -> Result<Model, SelectorError> {
+    if stage1.is_empty() {
+        return Err(SelectorError::NoSamples { what: "stage-1" });
+    }
+    if stage2.is_empty() {
+        return Err(SelectorError::NoSamples { what: "stage-2" });
+    }
+    let schemes = stage1_classes(stage1)?;
+    let kernels = stage2_classes(stage2)?;
+    let s1 = stage1_samples(stage1, &schemes);
+    let fit1 = fit_stage(&s1, &STAGE1_FEATURES, schemes.len(), params)?;
+
+    let used2: Vec<Stage2Sample>;
+    let stage2_used: &[Stage2Sample] = match params.max_stage2_samples() {
+        Some(max) if stage2.len() > max => {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(params.seed());
+            let mut idx = sample(&mut rng, stage2.len(), max).into_vec();
+            idx.sort_unstable();
+            used2 = idx.into_iter().map(|i| stage2[i].clone()).collect();
+            &used2
+        }
+        _ => stage2,
+    };
+    let s2 = stage2_samples(stage2_used, &kernels);
+    let fit2 = fit_stage(&s2, &STAGE2_FEATURES, kernels.len(), params)?;
+
+    let label_info = |f: &StageFit, names: Vec<String>| {
+        let mut counts = serde_json::Map::new();
+        for (c, name) in names.iter().enumerate() {
+            let n = f.labels.labels.iter().filter(|&&l| l == c).count();
+            counts.insert(name.clone(), json!(n));
+        }
+        json!({
+            "samples": f.labels.labels.len(),
+            "near_ties": f.labels.near_ties,
+            "relabelled": f.labels.relabelled,
+            "label_counts": counts,
+            "leaves": f.tree.leaves(),
+            "depth": f.tree.depth(),
+        })
+    };
+    let labels = json!({
+        "stage1": label_info(&fit1, schemes.iter().map(|s| s.to_string()).collect()),
+        "stage2": label_info(&fit2, kernels.iter().map(|k| k.name()).collect()),
+    });
+    let card = ModelCard {
+        version: MODEL_FORMAT_VERSION,
+        device: "unknown".into(),
+        precision: "unknown".into(),
+        feature_order: FeatureOrder::current(),
+        corpus: String::new(),
+        created: today_utc(),
+        hyper_parameters: TrainParams::from(*params),
+        metrics: json!({}),
+        schemes,
+        kernels,
+    };
+    let mut model = Model::new(card, fit1.tree, fit2.tree);
+    let train1 = evaluate_stage1(&model, stage1)?;
+    let train2 = evaluate_stage2(&model, stage2)?;
+    model.card.metrics = json!({
+        "train": { "stage1": train1, "stage2": train2 },
+        "labels": labels,
+    });
+    Ok(model)
+}

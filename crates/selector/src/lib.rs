@@ -1,0 +1,45 @@
+//! The SpMV plan selector: the two-stage decision-tree model of paper 000
+//! (Section III-C, Figure 3), its JSON model card, and the rule baseline.
+//!
+//! * Stage 1 reads the matrix features ([`STAGE1_FEATURES`]) and picks the binning
+//!   scheme (the single-bin scheme or a granularity U).
+//! * Stage 2 reads the matrix features, U, the bin id and features of the bin
+//!   ([`STAGE2_FEATURES`]) and picks the bin's kernel.
+//!
+//! Fitting ([`fit`]) uses linfa-trees on [`Stage1Sample`]s and [`Stage2Sample`]s
+//! that keep every candidate's time, so near-ties can be relabelled or samples
+//! weighted by the time lost when wrong ([`Weighting`]); [`evaluate_stage1`],
+//! [`evaluate_stage2`] and [`fit_variants`] judge models by time lost.
+//! [`Model::predict`] plans a matrix, [`Model::predict_explained`] also returns the
+//! decision paths; [`rule_plan`] is the hand-written baseline; [`Selector`] picks a
+//! model for a device and precision or falls back to the rule.
+//!
+//! Architecture invariant: this crate knows nothing of OpenCL, HTTP or SQL; it
+//! sees matrices only through `sparse::Features` and a CSR row pointer.
+
+mod error;
+mod eval;
+mod explain;
+mod fit;
+pub(crate) mod labels;
+mod model;
+mod params;
+mod rule;
+mod selector;
+mod tree;
+pub mod vector;
+
+pub use error::SelectorError;
+pub use eval::{evaluate_stage1, evaluate_stage2, fit_variants, EvalReport, StageMetrics, VariantResult};
+pub use explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
+pub use fit::fit;
+pub use labels::{Stage1Sample, Stage2Sample};
+pub use model::{load_models_dir, FeatureOrder, Model, ModelCard, MODEL_FORMAT_VERSION};
+pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_LIMIT};
+pub use rule::{
+    rule_kernel, rule_plan, rule_prediction, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN,
+    RULE_SKEW_MIN_MAX_ROW, RULE_VECTOR_FROM,
+};
+pub use selector::{Selector, SelectorInfo};
+pub use vector::{stage1_vector, stage2_vector, STAGE1_FEATURES, STAGE2_EXTRA, STAGE2_FEATURES, STAGE2_LEN};
+pub use linfa::ParamGuard;

@@ -1,0 +1,357 @@
+//! The two-stage model (stage 1: features -> scheme U; stage 2: features + U +
+//! bin -> kernel), its model card, JSON save/load with the feature-order check,
+//! and prediction with optional decision paths.
+
+use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
+use crate::tree::{Hop, Tree};
+use crate::vector::spread;
+use crate::{
+    stage1_vector, stage2_vector, SelectorError, TrainParams, STAGE1_FEATURES, STAGE2_FEATURES,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sparse::{Binning, Features, KernelId, Plan, Scheme};
+use std::path::{Path, PathBuf};
+
+/// The model file format this build reads and writes.
+pub const MODEL_FORMAT_VERSION: u32 = 1;
+
+/// The feature layouts a model was trained on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeatureOrder {
+    /// Stage-1 names; must equal [`STAGE1_FEATURES`] to load.
+    pub stage1: Vec<String>,
+    /// Stage-2 names; must equal [`STAGE2_FEATURES`] to load.
+    pub stage2: Vec<String>,
+}
+
+impl FeatureOrder {
+    /// This build's layouts.
+    pub fn current() -> Self {
+        FeatureOrder {
+            stage1: STAGE1_FEATURES.iter().map(|s| s.to_string()).collect(),
+            stage2: STAGE2_FEATURES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// What a model is, where it comes from and how good it was: stored with the trees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCard {
+    /// File format version ([`MODEL_FORMAT_VERSION`]).
+    pub version: u32,
+    /// The device the labels were measured on (its OpenCL name).
+    pub device: String,
+    /// `f32` or `f64`.
+    pub precision: String,
+    /// The feature layouts the trees read.
+    pub feature_order: FeatureOrder,
+    /// What the model was trained on (a manifest name or a description).
+    pub corpus: String,
+    /// When it was fitted, `YYYY-MM-DD` (UTC).
+    pub created: String,
+    /// The training parameters.
+    pub hyper_parameters: TrainParams,
+    /// Training and evaluation figures (free-form JSON; `fit` fills `train` and `labels`).
+    pub metrics: serde_json::Value,
+    /// Stage-1 classes: the candidate schemes, class `i` is `schemes[i]`.
+    pub schemes: Vec<Scheme>,
+    /// Stage-2 classes: the candidate kernels, class `i` is `kernels[i]`.
+    pub kernels: Vec<KernelId>,
+}
+
+/// A fitted two-stage model with its card.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    /// The model card; the trainer fills `device`, `precision`, `corpus` and adds metrics.
+    pub card: ModelCard,
+    pub(crate) stage1: Tree,
+    pub(crate) stage2: Tree,
+}
+
+fn first_difference(stage: u8, model: &[String], current: &[&str]) -> Result<(), SelectorError> {
+    let n = model.len().max(current.len());
+    for i in 0..n {
+        let (m, c) = (model.get(i).map(String::as_str), current.get(i).copied());
+        if m != c {
+            let show = |s: Option<&str>| s.map_or("nothing".to_string(), |s| format!("'{s}'"));
+            return Err(SelectorError::FeatureOrderMismatch {
+                stage,
+                position: i,
+                model: show(m),
+                current: show(c),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl Model {
+    pub(crate) fn new(card: ModelCard, stage1: Tree, stage2: Tree) -> Self {
+        Model {
+            card,
+            stage1,
+            stage2,
+        }
+    }
+
+    /// Parses a model from JSON. Checks, in this order: the format version, the
+    /// feature order of each stage against this build (the error names the first
+    /// differing feature), then that the trees only use known features and classes.
+    pub fn from_json_str(s: &str) -> Result<Model, SelectorError> {
+        let v: serde_json::Value = serde_json::from_str(s)?;
+        let card = v
+            .get("card")
+            .ok_or_else(|| SelectorError::InvalidModel("no `card` object".into()))?;
+        let version = card.get("version").and_then(|v| v.as_u64());
+        if version != Some(MODEL_FORMAT_VERSION as u64) {
+            return Err(SelectorError::UnsupportedVersion {
+                found: version.unwrap_or(0),
+                supported: MODEL_FORMAT_VERSION,
+            });
+        }
+        let order: FeatureOrder = serde_json::from_value(
+            card.get("feature_order")
+                .cloned()
+                .ok_or_else(|| SelectorError::InvalidModel("no `card.feature_order`".into()))?,
+        )?;
+        first_difference(1, &order.stage1, &STAGE1_FEATURES)?;
+        first_difference(2, &order.stage2, &STAGE2_FEATURES)?;
+        let m: Model = serde_json::from_value(v)?;
+        if m.card.schemes.is_empty() || m.card.kernels.is_empty() {
+            return Err(SelectorError::InvalidModel(
+                "the card lists no schemes or no kernels".into(),
+            ));
+        }
+        m.stage1
+            .validate(STAGE1_FEATURES.len(), m.card.schemes.len())
+            .map_err(|e| SelectorError::InvalidModel(format!("stage-1 tree: {e}")))?;
+        m.stage2
+            .validate(STAGE2_FEATURES.len(), m.card.kernels.len())
+            .map_err(|e| SelectorError::InvalidModel(format!("stage-2 tree: {e}")))?;
+        Ok(m)
+    }
+
+    /// The model as pretty JSON.
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a model always serializes")
+    }
+
+    /// Reads a model file (see [`Model::from_json_str`]).
+    pub fn load(path: impl AsRef<Path>) -> Result<Model, SelectorError> {
+        let path = path.as_ref();
+        let s = std::fs::read_to_string(path).map_err(|source| SelectorError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Model::from_json_str(&s)
+    }
+
+    /// Writes the model as JSON (through a temporary file renamed into place, so a
+    /// reader never sees half a model).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), SelectorError> {
+        let path = path.as_ref();
+        let io = |source| SelectorError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        std::fs::write(&tmp, self.to_json_string()).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// A short content id: the first 16 hex digits of the SHA-256 of the JSON.
+    pub fn id(&self) -> String {
+        let digest = Sha256::digest(serde_json::to_vec(self).expect("a model always serializes"));
+        hex::encode(&digest[..8])
+    }
+
+    /// Whether the model was trained for this device and precision (names compared
+    /// trimmed and case-insensitively).
+    pub fn matches(&self, device: &str, precision: &str) -> bool {
+        self.card.device.trim().eq_ignore_ascii_case(device.trim())
+            && self.card.precision.trim().eq_ignore_ascii_case(precision.trim())
+    }
+
+    /// Stage 1 on a stage-1 vector (order [`STAGE1_FEATURES`]).
+    pub fn predict_scheme(&self, x: &[f64]) -> Scheme {
+        self.scheme_of(x).0
+    }
+
+    /// Stage 2 on a stage-2 vector (order [`STAGE2_FEATURES`]).
+    pub fn predict_kernel(&self, x: &[f64]) -> KernelId {
+        self.kernel_of(x).0
+    }
+
+    /// Number of leaves of (stage 1, stage 2).
+    pub fn leaves(&self) -> (usize, usize) {
+        (self.stage1.leaves(), self.stage2.leaves())
+    }
+
+    /// Depth of (stage 1, stage 2).
+    pub fn depths(&self) -> (usize, usize) {
+        (self.stage1.depth(), self.stage2.depth())
+    }
+
+    pub(crate) fn scheme_class(&self, x: &[f64]) -> usize {
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        self.stage1.walk(&tx).0
+    }
+
+    pub(crate) fn kernel_class(&self, x: &[f64]) -> usize {
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        self.stage2.walk(&tx).0
+    }
+
+    fn scheme_of(&self, x: &[f64]) -> (Scheme, Vec<Hop>) {
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        let (c, path) = self.stage1.walk(&tx);
+        // A validated model has every class in its list; Single is the safe default.
+        (self.card.schemes.get(c).copied().unwrap_or(Scheme::Single), path)
+    }
+
+    fn kernel_of(&self, x: &[f64]) -> (KernelId, Vec<Hop>) {
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        let (c, path) = self.stage2.walk(&tx);
+        (self.card.kernels.get(c).copied().unwrap_or(KernelId::Serial), path)
+    }
+
+    /// Plans a matrix: stage 1 picks the scheme, the matrix is binned with it, stage 2
+    /// picks a kernel for each non-empty bin. `row_ptr` is the matrix's CSR row
+    /// pointer (as [`sparse::Csr::row_ptr`] gives). Never panics: an empty matrix
+    /// gets a plan with no bins, and a malformed `row_ptr` (not non-decreasing) is
+    /// binned with the single-bin scheme.
+    pub fn predict(&self, features: &Features, row_ptr: &[u32]) -> Prediction {
+        self.plan_matrix(features, row_ptr, false)
+    }
+
+    /// As [`Model::predict`], with the decision path of each tree.
+    pub fn predict_explained(&self, features: &Features, row_ptr: &[u32]) -> Prediction {
+        self.plan_matrix(features, row_ptr, true)
+    }
+
+    fn plan_matrix(&self, features: &Features, row_ptr: &[u32], explain: bool) -> Prediction {
+        let x1 = stage1_vector(features);
+        let (mut scheme, hops1) = self.scheme_of(&x1);
+        if !row_ptr_is_monotone(row_ptr) {
+            scheme = Scheme::Single;
+        }
+        let binning = Binning::new(row_ptr, scheme);
+        let mut kernels = Vec::new();
+        let mut bins = Vec::new();
+        for b in binning.nonempty_bins() {
+            let x2 = stage2_vector(features, &binning, b);
+            let (k, hops2) = self.kernel_of(&x2);
+            kernels.push((b, k));
+            if explain {
+                bins.push(BinDecision {
+                    bin: b,
+                    rows: binning.row_count(b),
+                    nnz: binning.bin_nnz[b],
+                    path: steps(&hops2, &x2, &STAGE2_FEATURES),
+                    kernel: k,
+                });
+            }
+        }
+        let explanation = explain.then(|| Explanation {
+            selector: "model".into(),
+            stage1: SchemeDecision {
+                path: steps(&hops1, &x1, &STAGE1_FEATURES),
+                scheme,
+            },
+            stage2: bins,
+        });
+        Prediction {
+            plan: Plan { scheme, kernels },
+            binning,
+            explanation,
+        }
+    }
+}
+
+/// Whether `row_ptr` is non-decreasing (so that binning cannot underflow).
+pub(crate) fn row_ptr_is_monotone(row_ptr: &[u32]) -> bool {
+    row_ptr.windows(2).all(|w| w[0] <= w[1])
+}
+
+fn steps(hops: &[Hop], x: &[f64], names: &[&str]) -> Vec<Step> {
+    hops.iter()
+        .map(|h| Step {
+            feature: names.get(h.feature).copied().unwrap_or("?").to_string(),
+            threshold: h.threshold,
+            value: x.get(h.feature).copied().unwrap_or(f64::NAN),
+            went: if h.left { Went::Left } else { Went::Right },
+        })
+        .collect()
+}
+
+/// Loads every `*.json` file of a folder as a model, sorted by file name; each
+/// entry carries its own result, so one bad file does not hide the others.
+pub fn load_models_dir(dir: impl AsRef<Path>) -> Result<Vec<(PathBuf, Result<Model, SelectorError>)>, SelectorError> {
+    let dir = dir.as_ref();
+    let rd = std::fs::read_dir(dir).map_err(|source| SelectorError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut paths: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && p.is_file())
+        .collect();
+    paths.sort();
+    Ok(paths
+        .into_iter()
+        .map(|p| {
+            let m = Model::load(&p);
+            (p, m)
+        })
+        .collect())
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`.
+pub(crate) fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil_date((secs / 86_400) as i64)
+}
+
+/// Days since 1970-01-01 -> `YYYY-MM-DD` (proleptic Gregorian calendar).
+fn civil_date(days: i64) -> String {
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_date(0), "1970-01-01");
+        assert_eq!(civil_date(59), "1970-03-01");
+        assert_eq!(civil_date(11_016), "2000-02-29");
+        assert_eq!(civil_date(19_723), "2024-01-01");
+        assert_eq!(today_utc().len(), 10);
+    }
+
+    #[test]
+    fn first_difference_names_the_feature() {
+        let m: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        assert!(first_difference(1, &m, &["a", "b", "c"]).is_ok());
+        let e = first_difference(2, &m, &["a", "x", "c"]).unwrap_err().to_string();
+        assert!(e.contains("stage-2") && e.contains("position 1") && e.contains("'b'") && e.contains("'x'"), "{e}");
+        let e = first_difference(1, &m, &["a", "b", "c", "d"]).unwrap_err().to_string();
+        assert!(e.contains("position 3") && e.contains("nothing") && e.contains("'d'"), "{e}");
+    }
+}

@@ -1,0 +1,165 @@
+//! The hand-written rule baseline the trees must beat: one kernel for the whole
+//! matrix (the single-bin scheme), chosen by thresholds on the row lengths.
+//!
+//! The idea is what the common libraries do without a model:
+//! * Ginkgo's "classical" CSR SpMV sizes the group of threads working on one row
+//!   (its subwarp) from the average number of nonzeros per row;
+//! * clSPARSE runs CSR-Adaptive, which handles irregular row lengths by grouping
+//!   short rows into blocks and giving long rows a whole work-group.
+//!
+//! Our rule, tested in this order (each test reads "`value < threshold`"):
+//! 1. rows are skewed — `nnz_row_max_over_mean >= 16` and `nnz_row_max >= 1024` —
+//!    -> `csr_adaptive` (clSPARSE's answer to irregular rows);
+//! 2. `nnz_row_mean < 4` -> `serial` (one work-item per short row);
+//! 3. `nnz_row_mean < 256` -> `subvectorX` with X the smallest power of two
+//!    `>= nnz_row_mean`, at most 128 (about one nonzero per work-item, as Ginkgo
+//!    sizes its subwarps, with our wider subvectors);
+//! 4. otherwise `vector` (a work-group of 256 per row).
+
+use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
+use sparse::{Binning, Features, KernelId, Plan, Scheme};
+
+/// Rows are skewed when the longest is at least this many times the mean...
+pub const RULE_SKEW_MAX_OVER_MEAN: f64 = 16.0;
+/// ...and at least this long.
+pub const RULE_SKEW_MIN_MAX_ROW: f64 = 1024.0;
+/// Below this mean row length: `serial`.
+pub const RULE_SERIAL_BELOW: f64 = 4.0;
+/// From this mean row length on: `vector`.
+pub const RULE_VECTOR_FROM: f64 = 256.0;
+
+fn test(steps: &mut Vec<Step>, f: &Features, feature: &str, threshold: f64) -> bool {
+    let value = f.get(feature).unwrap_or(0.0);
+    let left = value < threshold;
+    steps.push(Step {
+        feature: feature.to_string(),
+        threshold,
+        value,
+        went: if left { Went::Left } else { Went::Right },
+    });
+    left
+}
+
+/// The rule's kernel for a matrix, and the tests that led to it.
+pub fn rule_kernel(f: &Features) -> (KernelId, Vec<Step>) {
+    let mut steps = Vec::new();
+    if !test(&mut steps, f, "nnz_row_max_over_mean", RULE_SKEW_MAX_OVER_MEAN)
+        && !test(&mut steps, f, "nnz_row_max", RULE_SKEW_MIN_MAX_ROW)
+    {
+        return (KernelId::CsrAdaptive, steps);
+    }
+    if test(&mut steps, f, "nnz_row_mean", RULE_SERIAL_BELOW) {
+        return (KernelId::Serial, steps);
+    }
+    let mean = f.get("nnz_row_mean").unwrap_or(0.0);
+    if test(&mut steps, f, "nnz_row_mean", RULE_VECTOR_FROM) {
+        let width = KernelId::SUBVECTOR_WIDTHS
+            .iter()
+            .copied()
+            .find(|&x| x as f64 >= mean)
+            .unwrap_or(128);
+        return (KernelId::Subvector(width), steps);
+    }
+    (KernelId::Vector, steps)
+}
+
+/// The rule's plan: the single-bin scheme with [`rule_kernel`] (no bins for an empty matrix).
+pub fn rule_plan(f: &Features, row_ptr: &[u32]) -> Plan {
+    rule_prediction(f, row_ptr, false).plan
+}
+
+/// The rule's plan with its binning, and its tests as an explanation when `explain`.
+pub fn rule_prediction(f: &Features, row_ptr: &[u32], explain: bool) -> Prediction {
+    let binning = Binning::new(row_ptr, Scheme::Single);
+    let (kernel, steps) = rule_kernel(f);
+    let plan = Plan::uniform(&binning, kernel);
+    let explanation = explain.then(|| Explanation {
+        selector: "rule".into(),
+        stage1: SchemeDecision {
+            path: Vec::new(),
+            scheme: Scheme::Single,
+        },
+        stage2: binning
+            .nonempty_bins()
+            .map(|b| BinDecision {
+                bin: b,
+                rows: binning.row_count(b),
+                nnz: binning.bin_nnz[b],
+                path: steps.clone(),
+                kernel,
+            })
+            .collect(),
+    });
+    Prediction {
+        plan,
+        binning,
+        explanation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sparse::Csr;
+
+    fn matrix(lens: &[u32]) -> Csr<f64> {
+        let ncols = lens.iter().copied().max().unwrap_or(0).max(1);
+        let mut rp = vec![0u32];
+        let mut ci = Vec::new();
+        for &l in lens {
+            ci.extend(0..l);
+            rp.push(ci.len() as u32);
+        }
+        let n = ci.len();
+        Csr::try_new(lens.len(), ncols as usize, rp, ci, vec![1.0; n]).unwrap()
+    }
+
+    fn kernel_for(lens: &[u32]) -> KernelId {
+        let a = matrix(lens);
+        let p = rule_plan(&Features::of(&a), a.row_ptr());
+        assert_eq!(p.scheme, Scheme::Single);
+        p.check(&Binning::new(a.row_ptr(), Scheme::Single)).unwrap();
+        p.kernels[0].1
+    }
+
+    #[test]
+    fn thresholds() {
+        assert_eq!(kernel_for(&[1; 100]), KernelId::Serial);
+        assert_eq!(kernel_for(&[3; 100]), KernelId::Serial);
+        assert_eq!(kernel_for(&[4; 100]), KernelId::Subvector(4));
+        assert_eq!(kernel_for(&[5; 100]), KernelId::Subvector(8));
+        assert_eq!(kernel_for(&[32; 100]), KernelId::Subvector(32));
+        assert_eq!(kernel_for(&[200; 50]), KernelId::Subvector(128));
+        assert_eq!(kernel_for(&[300; 10]), KernelId::Vector);
+        // One row of 5000 among 999 rows of 2: skewed.
+        let mut lens = vec![2u32; 999];
+        lens.push(5000);
+        assert_eq!(kernel_for(&lens), KernelId::CsrAdaptive);
+        // Skewed but short: not worth CSR-Adaptive.
+        let mut lens = vec![1u32; 999];
+        lens.push(100);
+        assert_eq!(kernel_for(&lens), KernelId::Serial);
+    }
+
+    #[test]
+    fn explained_and_empty() {
+        let a = matrix(&[8; 10]);
+        let p = rule_prediction(&Features::of(&a), a.row_ptr(), true);
+        let e = p.explanation.unwrap();
+        assert_eq!(e.selector, "rule");
+        assert_eq!(e.stage2.len(), 1);
+        let path: Vec<_> = e.stage2[0].path.iter().map(|s| (s.feature.as_str(), s.went)).collect();
+        assert_eq!(
+            path,
+            vec![
+                ("nnz_row_max_over_mean", Went::Left),
+                ("nnz_row_mean", Went::Right),
+                ("nnz_row_mean", Went::Left)
+            ]
+        );
+        let z = Csr::<f64>::zeros(0, 0).unwrap();
+        let p = rule_prediction(&Features::of(&z), z.row_ptr(), true);
+        assert!(p.plan.kernels.is_empty());
+        assert!(p.explanation.unwrap().stage2.is_empty());
+    }
+}

@@ -1,0 +1,245 @@
+//! The fitted trees in our own flat form: grown from linfa-trees splits (see
+//! `fit.rs`), walked for prediction and explanation, stored in the model JSON.
+//!
+//! Why our own form rather than linfa's serde output: linfa nests nodes (deep JSON,
+//! a recursion limit on load), its node fields are private (a decision path needs
+//! the walk), and our trees are grown node by node anyway. Nodes are a flat list in
+//! pre-order (children after their parent, so a valid list has no cycles), and
+//! loading validates every index.
+
+use serde::{Deserialize, Serialize};
+
+/// One node. Decisions follow linfa's rule: go left when `value < cut`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Node {
+    /// An internal node on feature `feature` (index in the stage's layout); `cut` is
+    /// in transformed units ([`crate::vector::spread`]), `threshold` the same cut in
+    /// the feature's own units (informational; decisions use `cut`).
+    Split {
+        feature: usize,
+        cut: f64,
+        threshold: f64,
+        left: usize,
+        right: usize,
+    },
+    /// A leaf predicting class `class` (index in the stage's class list).
+    Leaf { class: usize },
+}
+
+/// A decision tree: `nodes[0]` is the root.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Tree {
+    pub nodes: Vec<Node>,
+}
+
+/// One step of a walk: the node's feature and cut, and whether the walk went left.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Hop {
+    pub feature: usize,
+    pub cut: f64,
+    pub threshold: f64,
+    pub left: bool,
+}
+
+impl Tree {
+    /// Walks transformed vector `tx` to a leaf; returns its class and the path.
+    /// A missing feature reads as NaN, which goes right. Never panics on a validated tree.
+    pub fn walk(&self, tx: &[f64]) -> (usize, Vec<Hop>) {
+        let mut path = Vec::new();
+        let mut i = 0;
+        // A validated tree has children after parents, so this ends; the bound is a guard.
+        for _ in 0..=self.nodes.len() {
+            match self.nodes.get(i) {
+                Some(Node::Split {
+                    feature,
+                    cut,
+                    threshold,
+                    left,
+                    right,
+                }) => {
+                    let v = tx.get(*feature).copied().unwrap_or(f64::NAN);
+                    let go_left = v < *cut;
+                    path.push(Hop {
+                        feature: *feature,
+                        cut: *cut,
+                        threshold: *threshold,
+                        left: go_left,
+                    });
+                    i = if go_left { *left } else { *right };
+                }
+                Some(Node::Leaf { class }) => return (*class, path),
+                None => break,
+            }
+        }
+        (0, path)
+    }
+
+    /// Checks every index: features below `n_features`, classes below `n_classes`,
+    /// children after their parent and inside the list, every node reached once.
+    pub fn validate(&self, n_features: usize, n_classes: usize) -> Result<(), String> {
+        if self.nodes.is_empty() {
+            return Err("a tree has no nodes".into());
+        }
+        let mut parents = vec![0usize; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n {
+                Node::Split {
+                    feature,
+                    cut,
+                    left,
+                    right,
+                    ..
+                } => {
+                    if *feature >= n_features {
+                        return Err(format!(
+                            "node {i} splits on feature {feature}, the layout has {n_features}"
+                        ));
+                    }
+                    if cut.is_nan() {
+                        return Err(format!("node {i} has a NaN cut"));
+                    }
+                    for c in [*left, *right] {
+                        if c <= i || c >= self.nodes.len() {
+                            return Err(format!("node {i} has child {c} out of order or range"));
+                        }
+                        parents[c] += 1;
+                    }
+                }
+                Node::Leaf { class } => {
+                    if *class >= n_classes {
+                        return Err(format!(
+                            "leaf {i} predicts class {class}, the model has {n_classes} classes"
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(i) = (1..self.nodes.len()).find(|&i| parents[i] != 1) {
+            return Err(format!("node {i} has {} parents, 1 expected", parents[i]));
+        }
+        Ok(())
+    }
+
+    /// Replaces every split whose subtrees all predict one class by a leaf, and
+    /// renumbers the nodes in pre-order.
+    pub fn pruned(&self) -> Tree {
+        fn go(t: &Tree, i: usize, out: &mut Vec<Node>) -> Option<usize> {
+            // Returns the single class of the rebuilt subtree, if it has one.
+            let me = out.len();
+            match &t.nodes[i] {
+                Node::Leaf { class } => {
+                    out.push(Node::Leaf { class: *class });
+                    Some(*class)
+                }
+                Node::Split {
+                    feature,
+                    cut,
+                    threshold,
+                    left,
+                    right,
+                } => {
+                    out.push(Node::Leaf { class: 0 });
+                    let lc = go(t, *left, out);
+                    let r_at = out.len();
+                    let rc = go(t, *right, out);
+                    match (lc, rc) {
+                        (Some(a), Some(b)) if a == b => {
+                            out.truncate(me);
+                            out.push(Node::Leaf { class: a });
+                            Some(a)
+                        }
+                        _ => {
+                            out[me] = Node::Split {
+                                feature: *feature,
+                                cut: *cut,
+                                threshold: *threshold,
+                                left: me + 1,
+                                right: r_at,
+                            };
+                            None
+                        }
+                    }
+                }
+            }
+        }
+        let mut nodes = Vec::new();
+        go(self, 0, &mut nodes);
+        Tree { nodes }
+    }
+
+    /// Number of leaves.
+    pub fn leaves(&self) -> usize {
+        self.nodes.iter().filter(|n| matches!(n, Node::Leaf { .. })).count()
+    }
+
+    /// Depth of the deepest leaf (a single leaf has depth 0).
+    pub fn depth(&self) -> usize {
+        let mut depth = vec![0usize; self.nodes.len()];
+        let mut max = 0;
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Node::Split { left, right, .. } = n {
+                depth[*left] = depth[i] + 1;
+                depth[*right] = depth[i] + 1;
+                max = max.max(depth[i] + 1);
+            }
+        }
+        max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(feature: usize, cut: f64, left: usize, right: usize) -> Node {
+        Node::Split { feature, cut, threshold: cut, left, right }
+    }
+
+    #[test]
+    fn walk_validate_prune() {
+        // x0 < 1 ? (x1 < 5 ? A : A) : B
+        let t = Tree {
+            nodes: vec![
+                split(0, 1.0, 1, 4),
+                split(1, 5.0, 2, 3),
+                Node::Leaf { class: 0 },
+                Node::Leaf { class: 0 },
+                Node::Leaf { class: 1 },
+            ],
+        };
+        t.validate(2, 2).unwrap();
+        assert_eq!(t.walk(&[0.0, 9.0]).0, 0);
+        let (c, path) = t.walk(&[2.0, 0.0]);
+        assert_eq!(c, 1);
+        assert_eq!(path.len(), 1);
+        assert!(!path[0].left);
+        // NaN and missing features go right rather than panicking.
+        assert_eq!(t.walk(&[f64::NAN]).0, 1);
+        assert_eq!(t.walk(&[]).0, 1);
+        let p = t.pruned();
+        assert_eq!(p.nodes.len(), 3);
+        p.validate(2, 2).unwrap();
+        assert_eq!(p.depth(), 1);
+        assert_eq!(p.leaves(), 2);
+        for x in [[0.0, 0.0], [0.0, 9.0], [3.0, 1.0]] {
+            assert_eq!(p.walk(&x).0, t.walk(&x).0);
+        }
+    }
+
+    #[test]
+    fn validate_refuses_bad_trees() {
+        assert!(Tree { nodes: vec![] }.validate(1, 1).is_err());
+        assert!(Tree { nodes: vec![Node::Leaf { class: 3 }] }.validate(1, 2).is_err());
+        let cyc = Tree { nodes: vec![split(0, 1.0, 0, 1), Node::Leaf { class: 0 }] };
+        assert!(cyc.validate(1, 1).is_err());
+        let far = Tree { nodes: vec![split(0, 1.0, 1, 7), Node::Leaf { class: 0 }] };
+        assert!(far.validate(1, 1).is_err());
+        let feat = Tree { nodes: vec![split(5, 1.0, 1, 2), Node::Leaf { class: 0 }, Node::Leaf { class: 0 }] };
+        assert!(feat.validate(2, 1).is_err());
+        let shared = Tree { nodes: vec![split(0, 1.0, 1, 1), Node::Leaf { class: 0 }] };
+        assert!(shared.validate(1, 1).is_err());
+        let nan = Tree { nodes: vec![split(0, f64::NAN, 1, 2), Node::Leaf { class: 0 }, Node::Leaf { class: 0 }] };
+        assert!(nan.validate(1, 1).is_err());
+    }
+}

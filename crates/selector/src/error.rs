@@ -51,7 +51,9 @@ pub enum SelectorError {
         current: String,
     },
     /// A model file has a format version this build does not read.
-    #[error("model format version {found} is not supported (this build reads version {supported})")]
+    #[error(
+        "model format version {found} is not supported (this build reads version {supported})"
+    )]
     UnsupportedVersion {
         /// The version in the file.
         found: u64,

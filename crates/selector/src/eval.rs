@@ -1,9 +1,9 @@
 //! Evaluating a model on labelled samples by the time its choices cost, not only
 //! by label accuracy, and comparing the weighting variants that way.
 
-use linfa::ParamGuard;
 use crate::labels::{argmin, near_best, stage1_samples, stage2_samples, ClassSamples};
 use crate::{fit, Model, SelectorError, Stage1Sample, Stage2Sample, ValidTrainParams, Weighting};
+use linfa::ParamGuard;
 use serde::{Deserialize, Serialize};
 use sparse::{KernelId, Scheme};
 
@@ -32,7 +32,11 @@ pub struct StageMetrics {
     pub unknown_choices: usize,
 }
 
-fn evaluate(s: &ClassSamples, tol: f64, choose: impl Fn(&[f64]) -> usize) -> Result<StageMetrics, SelectorError> {
+fn evaluate(
+    s: &ClassSamples,
+    tol: f64,
+    choose: impl Fn(&[f64]) -> usize,
+) -> Result<StageMetrics, SelectorError> {
     let (mut n, mut hits, mut near_hits, mut unknown) = (0usize, 0usize, 0usize, 0usize);
     let (mut log_sum, mut worst, mut worst_matrix) = (0.0f64, f64::INFINITY, String::new());
     let (mut best_total, mut chosen_total) = (0.0f64, 0.0f64);
@@ -101,20 +105,30 @@ fn union_with<C: Copy + PartialEq>(model_classes: &[C], extra: impl Iterator<Ite
 
 /// Stage 1 on `samples`: the model's scheme against each matrix's scheme times.
 /// Samples without any finite time are skipped; none left is an error.
-pub fn evaluate_stage1(model: &Model, samples: &[Stage1Sample]) -> Result<StageMetrics, SelectorError> {
+pub fn evaluate_stage1(
+    model: &Model,
+    samples: &[Stage1Sample],
+) -> Result<StageMetrics, SelectorError> {
     let classes: Vec<Scheme> = union_with(
         &model.card.schemes,
-        samples.iter().flat_map(|s| s.scheme_times.iter().map(|(c, _)| *c)),
+        samples
+            .iter()
+            .flat_map(|s| s.scheme_times.iter().map(|(c, _)| *c)),
     );
     let s = stage1_samples(samples, &classes);
     evaluate(&s, tolerance(model), |x| model.scheme_class(x))
 }
 
 /// Stage 2 on `samples`: the model's kernel against each bin's kernel times.
-pub fn evaluate_stage2(model: &Model, samples: &[Stage2Sample]) -> Result<StageMetrics, SelectorError> {
+pub fn evaluate_stage2(
+    model: &Model,
+    samples: &[Stage2Sample],
+) -> Result<StageMetrics, SelectorError> {
     let classes: Vec<KernelId> = union_with(
         &model.card.kernels,
-        samples.iter().flat_map(|s| s.kernel_times.iter().map(|(c, _)| *c)),
+        samples
+            .iter()
+            .flat_map(|s| s.kernel_times.iter().map(|(c, _)| *c)),
     );
     let s = stage2_samples(samples, &classes);
     evaluate(&s, tolerance(model), |x| model.kernel_class(x))
@@ -131,7 +145,11 @@ pub struct EvalReport {
 
 impl EvalReport {
     /// Evaluates `model` on both sample sets.
-    pub fn of(model: &Model, stage1: &[Stage1Sample], stage2: &[Stage2Sample]) -> Result<Self, SelectorError> {
+    pub fn of(
+        model: &Model,
+        stage1: &[Stage1Sample],
+        stage2: &[Stage2Sample],
+    ) -> Result<Self, SelectorError> {
         Ok(EvalReport {
             stage1: evaluate_stage1(model, stage1)?,
             stage2: evaluate_stage2(model, stage2)?,

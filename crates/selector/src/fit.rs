@@ -16,7 +16,10 @@
 //! depend on `HashMap` iteration order (its impurity sums run in that order), so two
 //! fits of the same data can differ in such equally good splits.
 
-use crate::labels::{make_labels, stage1_classes, stage1_samples, stage2_classes, stage2_samples, ClassSamples, LabelSet};
+use crate::labels::{
+    make_labels, stage1_classes, stage1_samples, stage2_classes, stage2_samples, ClassSamples,
+    LabelSet,
+};
 use crate::model::{today_utc, FeatureOrder, ModelCard, MODEL_FORMAT_VERSION};
 use crate::tree::{Node, Tree};
 use crate::vector::{spread, unspread};
@@ -44,11 +47,10 @@ fn fit_stage(
     p: &ValidTrainParams,
 ) -> Result<StageFit, SelectorError> {
     let labels = make_labels(s, n_classes, p);
-    let tx: Vec<Vec<f64>> = s
-        .x
-        .iter()
-        .map(|x| x.iter().map(|&v| spread(v)).collect())
-        .collect();
+    let tx: Vec<Vec<f64>> =
+        s.x.iter()
+            .map(|x| x.iter().map(|&v| spread(v)).collect())
+            .collect();
     let grower = Grower {
         tx: &tx,
         labels: &labels.labels,
@@ -135,7 +137,12 @@ impl Grower<'_> {
     }
 
     /// Grows the subtree of `rows` into `out` (pre-order) and returns its index.
-    fn grow(&self, rows: Vec<usize>, depth: usize, out: &mut Vec<Node>) -> Result<usize, SelectorError> {
+    fn grow(
+        &self,
+        rows: Vec<usize>,
+        depth: usize,
+        out: &mut Vec<Node>,
+    ) -> Result<usize, SelectorError> {
         let me = out.len();
         let (class, pure) = self.majority(&rows);
         out.push(Node::Leaf { class });

@@ -117,7 +117,14 @@ fn to_classes<C: Copy + PartialEq>(times: &[(C, f64)], classes: &[C]) -> Vec<Opt
 pub(crate) fn stage1_classes(samples: &[Stage1Sample]) -> Result<Vec<Scheme>, SelectorError> {
     let mut classes = Vec::new();
     for (i, s) in samples.iter().enumerate() {
-        check_sample(1, i, &s.matrix, &s.features, STAGE1_FEATURES.len(), &s.scheme_times)?;
+        check_sample(
+            1,
+            i,
+            &s.matrix,
+            &s.features,
+            STAGE1_FEATURES.len(),
+            &s.scheme_times,
+        )?;
         classes.extend(s.scheme_times.iter().map(|(c, _)| *c));
     }
     classes.sort_by_key(|s: &Scheme| s.code());
@@ -141,7 +148,10 @@ pub(crate) fn stage1_samples(samples: &[Stage1Sample], classes: &[Scheme]) -> Cl
     ClassSamples {
         matrices: samples.iter().map(|s| s.matrix.clone()).collect(),
         x: samples.iter().map(|s| s.features.clone()).collect(),
-        times: samples.iter().map(|s| to_classes(&s.scheme_times, classes)).collect(),
+        times: samples
+            .iter()
+            .map(|s| to_classes(&s.scheme_times, classes))
+            .collect(),
     }
 }
 
@@ -149,7 +159,10 @@ pub(crate) fn stage2_samples(samples: &[Stage2Sample], classes: &[KernelId]) -> 
     ClassSamples {
         matrices: samples.iter().map(|s| s.matrix.clone()).collect(),
         x: samples.iter().map(|s| s.x.clone()).collect(),
-        times: samples.iter().map(|s| to_classes(&s.kernel_times, classes)).collect(),
+        times: samples
+            .iter()
+            .map(|s| to_classes(&s.kernel_times, classes))
+            .collect(),
     }
 }
 
@@ -158,7 +171,11 @@ pub(crate) fn argmin(times: &[Option<f64>]) -> Option<(usize, f64)> {
     let mut best: Option<(usize, f64)> = None;
     for (i, t) in times.iter().enumerate() {
         if let Some(t) = *t {
-            if t.is_finite() && best.map_or(true, |(_, b)| t < b) {
+            let better = match best {
+                None => true,
+                Some((_, b)) => t < b,
+            };
+            if t.is_finite() && better {
                 best = Some((i, t));
             }
         }
@@ -209,8 +226,16 @@ const LOSS_FLOOR: f64 = 1e-3;
 ///   hides the near-ties, so it weighted near-tied and decisive samples alike.)
 pub(crate) fn make_labels(s: &ClassSamples, n_classes: usize, p: &ValidTrainParams) -> LabelSet {
     let n = s.times.len();
-    let plain: Vec<usize> = s.times.iter().map(|t| argmin(t).map_or(0, |(c, _)| c)).collect();
-    let near: Vec<Vec<usize>> = s.times.iter().map(|t| near_best(t, p.tie_tolerance())).collect();
+    let plain: Vec<usize> = s
+        .times
+        .iter()
+        .map(|t| argmin(t).map_or(0, |(c, _)| c))
+        .collect();
+    let near: Vec<Vec<usize>> = s
+        .times
+        .iter()
+        .map(|t| near_best(t, p.tie_tolerance()))
+        .collect();
     let near_ties = near.iter().filter(|v| v.len() > 1).count();
     let labels = if p.weighting().relabels() {
         let mut labels: Vec<Option<usize>> = vec![None; n];
@@ -240,7 +265,11 @@ pub(crate) fn make_labels(s: &ClassSamples, n_classes: usize, p: &ValidTrainPara
                 }
             }
         }
-        labels.iter().zip(&plain).map(|(l, p)| l.unwrap_or(*p)).collect()
+        labels
+            .iter()
+            .zip(&plain)
+            .map(|(l, p)| l.unwrap_or(*p))
+            .collect()
     } else {
         plain.clone()
     };
@@ -263,7 +292,10 @@ pub(crate) fn make_labels(s: &ClassSamples, n_classes: usize, p: &ValidTrainPara
                 if losses.is_empty() {
                     return LOSS_FLOOR;
                 }
-                losses.into_iter().fold(f64::INFINITY, f64::min).clamp(LOSS_FLOOR, p.loss_cap())
+                losses
+                    .into_iter()
+                    .fold(f64::INFINITY, f64::min)
+                    .clamp(LOSS_FLOOR, p.loss_cap())
             })
             .collect();
         let mean = raw.iter().sum::<f64>() / raw.len().max(1) as f64;
@@ -295,7 +327,13 @@ mod tests {
 
     #[test]
     fn argmin_and_near_best() {
-        let t = vec![Some(1.0), None, Some(1.01), Some(f64::INFINITY), Some(0.995)];
+        let t = vec![
+            Some(1.0),
+            None,
+            Some(1.01),
+            Some(f64::INFINITY),
+            Some(0.995),
+        ];
         assert_eq!(argmin(&t), Some((4, 0.995)));
         assert_eq!(near_best(&t, 0.02), vec![0, 2, 4]);
         assert_eq!(near_best(&t, 0.0), vec![4]);
@@ -311,11 +349,25 @@ mod tests {
             vec![Some(3.00), Some(1.01), Some(1.0)],
             vec![Some(5.00), Some(9.00), Some(1.0)],
         ]);
-        let plain = make_labels(&s, 3, &TrainParams::new().weighting(Weighting::Plain).check().unwrap());
+        let plain = make_labels(
+            &s,
+            3,
+            &TrainParams::new()
+                .weighting(Weighting::Plain)
+                .check()
+                .unwrap(),
+        );
         assert_eq!(plain.labels, vec![0, 1, 2, 2]);
         assert_eq!(plain.weights, vec![1.0; 4]);
         assert_eq!(plain.near_ties, 3);
-        let re = make_labels(&s, 3, &TrainParams::new().weighting(Weighting::TieRelabel).check().unwrap());
+        let re = make_labels(
+            &s,
+            3,
+            &TrainParams::new()
+                .weighting(Weighting::TieRelabel)
+                .check()
+                .unwrap(),
+        );
         assert_eq!(re.labels, vec![1, 1, 1, 2]);
         assert_eq!(re.relabelled, 2);
     }
@@ -323,12 +375,15 @@ mod tests {
     #[test]
     fn time_weights() {
         let s = samples(vec![
-            vec![Some(1.0), Some(1.01), Some(9.0)],         // runner-up loses 0.01
-            vec![Some(1.0), Some(3.0), Some(5.0)],          // loses 2
-            vec![Some(1.0), Some(f64::INFINITY), None],     // capped at 10
-            vec![Some(1.0), None, None],                    // nothing to lose: floor
+            vec![Some(1.0), Some(1.01), Some(9.0)], // runner-up loses 0.01
+            vec![Some(1.0), Some(3.0), Some(5.0)],  // loses 2
+            vec![Some(1.0), Some(f64::INFINITY), None], // capped at 10
+            vec![Some(1.0), None, None],            // nothing to lose: floor
         ]);
-        let p = TrainParams::new().weighting(Weighting::TimeWeighted).check().unwrap();
+        let p = TrainParams::new()
+            .weighting(Weighting::TimeWeighted)
+            .check()
+            .unwrap();
         let l = make_labels(&s, 3, &p);
         let raw = [0.01f64, 2.0, 10.0, 0.001];
         let mean = raw.iter().sum::<f64>() / 4.0;
@@ -344,20 +399,51 @@ mod tests {
     #[test]
     fn bad_samples_are_refused() {
         let f = vec![0.0; STAGE1_FEATURES.len()];
-        let ok = Stage1Sample { matrix: "a".into(), features: f.clone(), scheme_times: vec![(Scheme::Single, 1.0)] };
+        let ok = Stage1Sample {
+            matrix: "a".into(),
+            features: f.clone(),
+            scheme_times: vec![(Scheme::Single, 1.0)],
+        };
         assert!(stage1_classes(std::slice::from_ref(&ok)).is_ok());
         let cases = [
-            Stage1Sample { features: vec![0.0; 3], ..ok.clone() },
-            Stage1Sample { features: { let mut g = f.clone(); g[2] = f64::NAN; g }, ..ok.clone() },
-            Stage1Sample { scheme_times: vec![(Scheme::Single, 0.0)], ..ok.clone() },
-            Stage1Sample { scheme_times: vec![(Scheme::Single, f64::NAN)], ..ok.clone() },
-            Stage1Sample { scheme_times: vec![(Scheme::Single, f64::INFINITY)], ..ok.clone() },
-            Stage1Sample { scheme_times: vec![], ..ok.clone() },
+            Stage1Sample {
+                features: vec![0.0; 3],
+                ..ok.clone()
+            },
+            Stage1Sample {
+                features: {
+                    let mut g = f.clone();
+                    g[2] = f64::NAN;
+                    g
+                },
+                ..ok.clone()
+            },
+            Stage1Sample {
+                scheme_times: vec![(Scheme::Single, 0.0)],
+                ..ok.clone()
+            },
+            Stage1Sample {
+                scheme_times: vec![(Scheme::Single, f64::NAN)],
+                ..ok.clone()
+            },
+            Stage1Sample {
+                scheme_times: vec![(Scheme::Single, f64::INFINITY)],
+                ..ok.clone()
+            },
+            Stage1Sample {
+                scheme_times: vec![],
+                ..ok.clone()
+            },
         ];
         for c in cases {
             let e = stage1_classes(&[ok.clone(), c.clone()]).unwrap_err();
             match &e {
-                SelectorError::InvalidSample { stage: 1, index: 1, matrix, .. } => assert_eq!(matrix, "a"),
+                SelectorError::InvalidSample {
+                    stage: 1,
+                    index: 1,
+                    matrix,
+                    ..
+                } => assert_eq!(matrix, "a"),
                 other => panic!("{c:?}: {other:?}"),
             }
         }

@@ -30,16 +30,22 @@ mod tree;
 pub mod vector;
 
 pub use error::SelectorError;
-pub use eval::{evaluate_stage1, evaluate_stage2, fit_variants, EvalReport, StageMetrics, VariantResult};
+pub use eval::{
+    evaluate_stage1, evaluate_stage2, fit_variants, EvalReport, StageMetrics, VariantResult,
+};
 pub use explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 pub use fit::fit;
 pub use labels::{Stage1Sample, Stage2Sample};
-pub use model::{load_models_dir, FeatureOrder, Model, ModelCard, MODEL_FORMAT_VERSION};
+pub use linfa::ParamGuard;
+pub use model::{
+    load_models_dir, FeatureOrder, LoadedModel, Model, ModelCard, MODEL_FORMAT_VERSION,
+};
 pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_LIMIT};
 pub use rule::{
     rule_kernel, rule_plan, rule_prediction, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN,
     RULE_SKEW_MIN_MAX_ROW, RULE_VECTOR_FROM,
 };
 pub use selector::{Selector, SelectorInfo};
-pub use vector::{stage1_vector, stage2_vector, STAGE1_FEATURES, STAGE2_EXTRA, STAGE2_FEATURES, STAGE2_LEN};
-pub use linfa::ParamGuard;
+pub use vector::{
+    stage1_vector, stage2_vector, STAGE1_FEATURES, STAGE2_EXTRA, STAGE2_FEATURES, STAGE2_LEN,
+};

@@ -172,7 +172,11 @@ impl Model {
     /// trimmed and case-insensitively).
     pub fn matches(&self, device: &str, precision: &str) -> bool {
         self.card.device.trim().eq_ignore_ascii_case(device.trim())
-            && self.card.precision.trim().eq_ignore_ascii_case(precision.trim())
+            && self
+                .card
+                .precision
+                .trim()
+                .eq_ignore_ascii_case(precision.trim())
     }
 
     /// Stage 1 on a stage-1 vector (order [`STAGE1_FEATURES`]).
@@ -209,13 +213,23 @@ impl Model {
         let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
         let (c, path) = self.stage1.walk(&tx);
         // A validated model has every class in its list; Single is the safe default.
-        (self.card.schemes.get(c).copied().unwrap_or(Scheme::Single), path)
+        (
+            self.card.schemes.get(c).copied().unwrap_or(Scheme::Single),
+            path,
+        )
     }
 
     fn kernel_of(&self, x: &[f64]) -> (KernelId, Vec<Hop>) {
         let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
         let (c, path) = self.stage2.walk(&tx);
-        (self.card.kernels.get(c).copied().unwrap_or(KernelId::Serial), path)
+        (
+            self.card
+                .kernels
+                .get(c)
+                .copied()
+                .unwrap_or(KernelId::Serial),
+            path,
+        )
     }
 
     /// Plans a matrix: stage 1 picks the scheme, the matrix is binned with it, stage 2
@@ -287,9 +301,12 @@ fn steps(hops: &[Hop], x: &[f64], names: &[&str]) -> Vec<Step> {
         .collect()
 }
 
+/// A model file's path and what loading it gave.
+pub type LoadedModel = (PathBuf, Result<Model, SelectorError>);
+
 /// Loads every `*.json` file of a folder as a model, sorted by file name; each
 /// entry carries its own result, so one bad file does not hide the others.
-pub fn load_models_dir(dir: impl AsRef<Path>) -> Result<Vec<(PathBuf, Result<Model, SelectorError>)>, SelectorError> {
+pub fn load_models_dir(dir: impl AsRef<Path>) -> Result<Vec<LoadedModel>, SelectorError> {
     let dir = dir.as_ref();
     let rd = std::fs::read_dir(dir).map_err(|source| SelectorError::Io {
         path: dir.to_path_buf(),
@@ -349,9 +366,22 @@ mod tests {
     fn first_difference_names_the_feature() {
         let m: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
         assert!(first_difference(1, &m, &["a", "b", "c"]).is_ok());
-        let e = first_difference(2, &m, &["a", "x", "c"]).unwrap_err().to_string();
-        assert!(e.contains("stage-2") && e.contains("position 1") && e.contains("'b'") && e.contains("'x'"), "{e}");
-        let e = first_difference(1, &m, &["a", "b", "c", "d"]).unwrap_err().to_string();
-        assert!(e.contains("position 3") && e.contains("nothing") && e.contains("'d'"), "{e}");
+        let e = first_difference(2, &m, &["a", "x", "c"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("stage-2")
+                && e.contains("position 1")
+                && e.contains("'b'")
+                && e.contains("'x'"),
+            "{e}"
+        );
+        let e = first_difference(1, &m, &["a", "b", "c", "d"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("position 3") && e.contains("nothing") && e.contains("'d'"),
+            "{e}"
+        );
     }
 }

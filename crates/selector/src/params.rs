@@ -36,12 +36,18 @@ impl Weighting {
 
     /// Whether labels are relabelled among near-ties.
     pub fn relabels(self) -> bool {
-        matches!(self, Weighting::TieRelabel | Weighting::TieRelabelTimeWeighted)
+        matches!(
+            self,
+            Weighting::TieRelabel | Weighting::TieRelabelTimeWeighted
+        )
     }
 
     /// Whether samples are weighted by time lost.
     pub fn weights_by_time(self) -> bool {
-        matches!(self, Weighting::TimeWeighted | Weighting::TieRelabelTimeWeighted)
+        matches!(
+            self,
+            Weighting::TimeWeighted | Weighting::TieRelabelTimeWeighted
+        )
     }
 }
 
@@ -302,18 +308,26 @@ mod tests {
         assert_eq!(err_name(p().max_depth(65)), "max_depth");
         assert_eq!(err_name(p().min_weight_split(-1.0)), "min_weight_split");
         assert_eq!(err_name(p().min_weight_leaf(f32::NAN)), "min_weight_leaf");
-        assert_eq!(err_name(p().min_impurity_decrease(0.0)), "min_impurity_decrease");
+        assert_eq!(
+            err_name(p().min_impurity_decrease(0.0)),
+            "min_impurity_decrease"
+        );
         assert_eq!(err_name(p().tie_tolerance(1.0)), "tie_tolerance");
         assert_eq!(err_name(p().tie_tolerance(-0.01)), "tie_tolerance");
         assert_eq!(err_name(p().loss_cap(f64::INFINITY)), "loss_cap");
-        assert_eq!(err_name(p().max_stage2_samples(Some(0))), "max_stage2_samples");
+        assert_eq!(
+            err_name(p().max_stage2_samples(Some(0))),
+            "max_stage2_samples"
+        );
         let msg = p().tie_tolerance(2.0).check().unwrap_err().to_string();
         assert!(msg.contains("tie_tolerance") && msg.contains('2'), "{msg}");
     }
 
     #[test]
     fn serde_round_trip() {
-        let p = TrainParams::new().weighting(Weighting::TimeWeighted).seed(7);
+        let p = TrainParams::new()
+            .weighting(Weighting::TimeWeighted)
+            .seed(7);
         let s = serde_json::to_string(&p).unwrap();
         assert!(s.contains("\"time_weighted\""), "{s}");
         assert_eq!(serde_json::from_str::<TrainParams>(&s).unwrap(), p);

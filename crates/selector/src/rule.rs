@@ -29,7 +29,7 @@ pub const RULE_SERIAL_BELOW: f64 = 4.0;
 pub const RULE_VECTOR_FROM: f64 = 256.0;
 
 fn test(steps: &mut Vec<Step>, f: &Features, feature: &str, threshold: f64) -> bool {
-    let value = f.get(feature).unwrap_or(0.0);
+    let value = crate::vector::feature(f, feature);
     let left = value < threshold;
     steps.push(Step {
         feature: feature.to_string(),
@@ -43,15 +43,19 @@ fn test(steps: &mut Vec<Step>, f: &Features, feature: &str, threshold: f64) -> b
 /// The rule's kernel for a matrix, and the tests that led to it.
 pub fn rule_kernel(f: &Features) -> (KernelId, Vec<Step>) {
     let mut steps = Vec::new();
-    if !test(&mut steps, f, "nnz_row_max_over_mean", RULE_SKEW_MAX_OVER_MEAN)
-        && !test(&mut steps, f, "nnz_row_max", RULE_SKEW_MIN_MAX_ROW)
+    if !test(
+        &mut steps,
+        f,
+        "nnz_row_max_over_mean",
+        RULE_SKEW_MAX_OVER_MEAN,
+    ) && !test(&mut steps, f, "nnz_row_max", RULE_SKEW_MIN_MAX_ROW)
     {
         return (KernelId::CsrAdaptive, steps);
     }
     if test(&mut steps, f, "nnz_row_mean", RULE_SERIAL_BELOW) {
         return (KernelId::Serial, steps);
     }
-    let mean = f.get("nnz_row_mean").unwrap_or(0.0);
+    let mean = crate::vector::feature(f, "nnz_row_mean");
     if test(&mut steps, f, "nnz_row_mean", RULE_VECTOR_FROM) {
         let width = KernelId::SUBVECTOR_WIDTHS
             .iter()
@@ -148,7 +152,11 @@ mod tests {
         let e = p.explanation.unwrap();
         assert_eq!(e.selector, "rule");
         assert_eq!(e.stage2.len(), 1);
-        let path: Vec<_> = e.stage2[0].path.iter().map(|s| (s.feature.as_str(), s.went)).collect();
+        let path: Vec<_> = e.stage2[0]
+            .path
+            .iter()
+            .map(|s| (s.feature.as_str(), s.went))
+            .collect();
         assert_eq!(
             path,
             vec![

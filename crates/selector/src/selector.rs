@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 use sparse::Features;
 
 /// Where plans come from.
+// A server holds one selector for its whole life, so the size of the model variant
+// does not matter; boxing it would only make matching on it clumsier.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Selector {
     /// A fitted two-stage model.
@@ -33,10 +36,18 @@ impl Selector {
     /// The model for `device` and `precision` among `models` (see [`Model::matches`];
     /// the most recently created on several matches, the first on equal dates), or
     /// the rule when none matches.
-    pub fn choose(models: impl IntoIterator<Item = Model>, device: &str, precision: &str) -> Selector {
+    pub fn choose(
+        models: impl IntoIterator<Item = Model>,
+        device: &str,
+        precision: &str,
+    ) -> Selector {
         let mut best: Option<Model> = None;
         for m in models.into_iter().filter(|m| m.matches(device, precision)) {
-            if best.as_ref().map_or(true, |b| m.card.created > b.card.created) {
+            let newer = match &best {
+                None => true,
+                Some(b) => m.card.created > b.card.created,
+            };
+            if newer {
                 best = Some(m);
             }
         }

@@ -170,7 +170,10 @@ impl Tree {
 
     /// Number of leaves.
     pub fn leaves(&self) -> usize {
-        self.nodes.iter().filter(|n| matches!(n, Node::Leaf { .. })).count()
+        self.nodes
+            .iter()
+            .filter(|n| matches!(n, Node::Leaf { .. }))
+            .count()
     }
 
     /// Depth of the deepest leaf (a single leaf has depth 0).
@@ -193,7 +196,13 @@ mod tests {
     use super::*;
 
     fn split(feature: usize, cut: f64, left: usize, right: usize) -> Node {
-        Node::Split { feature, cut, threshold: cut, left, right }
+        Node::Split {
+            feature,
+            cut,
+            threshold: cut,
+            left,
+            right,
+        }
     }
 
     #[test]
@@ -230,16 +239,38 @@ mod tests {
     #[test]
     fn validate_refuses_bad_trees() {
         assert!(Tree { nodes: vec![] }.validate(1, 1).is_err());
-        assert!(Tree { nodes: vec![Node::Leaf { class: 3 }] }.validate(1, 2).is_err());
-        let cyc = Tree { nodes: vec![split(0, 1.0, 0, 1), Node::Leaf { class: 0 }] };
+        assert!(Tree {
+            nodes: vec![Node::Leaf { class: 3 }]
+        }
+        .validate(1, 2)
+        .is_err());
+        let cyc = Tree {
+            nodes: vec![split(0, 1.0, 0, 1), Node::Leaf { class: 0 }],
+        };
         assert!(cyc.validate(1, 1).is_err());
-        let far = Tree { nodes: vec![split(0, 1.0, 1, 7), Node::Leaf { class: 0 }] };
+        let far = Tree {
+            nodes: vec![split(0, 1.0, 1, 7), Node::Leaf { class: 0 }],
+        };
         assert!(far.validate(1, 1).is_err());
-        let feat = Tree { nodes: vec![split(5, 1.0, 1, 2), Node::Leaf { class: 0 }, Node::Leaf { class: 0 }] };
+        let feat = Tree {
+            nodes: vec![
+                split(5, 1.0, 1, 2),
+                Node::Leaf { class: 0 },
+                Node::Leaf { class: 0 },
+            ],
+        };
         assert!(feat.validate(2, 1).is_err());
-        let shared = Tree { nodes: vec![split(0, 1.0, 1, 1), Node::Leaf { class: 0 }] };
+        let shared = Tree {
+            nodes: vec![split(0, 1.0, 1, 1), Node::Leaf { class: 0 }],
+        };
         assert!(shared.validate(1, 1).is_err());
-        let nan = Tree { nodes: vec![split(0, f64::NAN, 1, 2), Node::Leaf { class: 0 }, Node::Leaf { class: 0 }] };
+        let nan = Tree {
+            nodes: vec![
+                split(0, f64::NAN, 1, 2),
+                Node::Leaf { class: 0 },
+                Node::Leaf { class: 0 },
+            ],
+        };
         assert!(nan.validate(1, 1).is_err());
     }
 }

@@ -77,20 +77,42 @@ pub fn stage2_vector(f: &Features, binning: &Binning, bin: usize) -> Vec<f64> {
         (0.0, 0.0)
     };
     let mean_len = if rows > 0.0 { nnz / rows } else { 0.0 };
-    let matrix_mean = f.get("nnz_row_mean").unwrap_or(0.0);
+    let matrix_mean = feature(f, "nnz_row_mean");
     let total_rows = binning.nrows as f64;
-    let total_nnz = f.get("nnz").unwrap_or(0.0);
+    let total_nnz = feature(f, "nnz");
     v.extend([
         binning.scheme.code() as f64,
         bin as f64,
         mean_len,
-        if matrix_mean > 0.0 { mean_len / matrix_mean } else { 0.0 },
+        if matrix_mean > 0.0 {
+            mean_len / matrix_mean
+        } else {
+            0.0
+        },
         rows.max(1.0).log2(),
         nnz.max(1.0).log2(),
-        if total_rows > 0.0 { rows / total_rows } else { 0.0 },
-        if total_nnz > 0.0 { nnz / total_nnz } else { 0.0 },
+        if total_rows > 0.0 {
+            rows / total_rows
+        } else {
+            0.0
+        },
+        if total_nnz > 0.0 {
+            nnz / total_nnz
+        } else {
+            0.0
+        },
     ]);
     v
+}
+
+/// The value of a named stage-1 feature; 0 when the name is unknown or the vector
+/// is too short (unlike `Features::get`, never panics on a hand-made `Features`).
+pub fn feature(f: &Features, name: &str) -> f64 {
+    STAGE1_FEATURES
+        .iter()
+        .position(|n| *n == name)
+        .and_then(|i| f.values.get(i).copied())
+        .unwrap_or(0.0)
 }
 
 /// Scale of [`spread`]: values of `1 / SPREAD_SCALE` map to 1.
@@ -126,7 +148,10 @@ mod tests {
 
     #[test]
     fn layouts() {
-        assert_eq!(&STAGE2_FEATURES[..STAGE1_FEATURES.len()], &STAGE1_FEATURES[..]);
+        assert_eq!(
+            &STAGE2_FEATURES[..STAGE1_FEATURES.len()],
+            &STAGE1_FEATURES[..]
+        );
         assert_eq!(&STAGE2_FEATURES[STAGE1_FEATURES.len()..], &STAGE2_EXTRA[..]);
         let mut names: Vec<_> = STAGE2_FEATURES.to_vec();
         names.sort();
@@ -171,7 +196,10 @@ mod tests {
         }
         for x in xs {
             let back = unspread(spread(x));
-            assert!((back - x).abs() <= 1e-9 * x.abs().max(1e-9), "{x} -> {back}");
+            assert!(
+                (back - x).abs() <= 1e-9 * x.abs().max(1e-9),
+                "{x} -> {back}"
+            );
         }
         // Values 1e-7 apart near 1e-7 end up more than linfa's 1e-5 apart.
         assert!(spread(2e-7) - spread(1e-7) > 1e-3);

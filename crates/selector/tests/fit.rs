@@ -21,8 +21,16 @@ fn trivial_stage1() -> Vec<Stage1Sample> {
     let a = common::csr_from_lengths(&[1, 2, 3]);
     let f = Features::of(&a);
     vec![
-        Stage1Sample::new("a", &f, vec![(Scheme::Single, 1.0), (Scheme::Granularity(10), 2.0)]),
-        Stage1Sample::new("b", &f, vec![(Scheme::Single, 1.0), (Scheme::Granularity(10), 2.0)]),
+        Stage1Sample::new(
+            "a",
+            &f,
+            vec![(Scheme::Single, 1.0), (Scheme::Granularity(10), 2.0)],
+        ),
+        Stage1Sample::new(
+            "b",
+            &f,
+            vec![(Scheme::Single, 1.0), (Scheme::Granularity(10), 2.0)],
+        ),
     ]
 }
 
@@ -67,7 +75,11 @@ fn tied_stage2() -> Vec<Stage2Sample> {
                     .into_iter()
                     .map(|k| (k, if k == t { 1.0 } else { 2.0 }))
                     .collect();
-                out.push(Stage2Sample { matrix: format!("u{u}_b{bin}"), x, kernel_times });
+                out.push(Stage2Sample {
+                    matrix: format!("u{u}_b{bin}"),
+                    x,
+                    kernel_times,
+                });
             }
         }
     }
@@ -77,13 +89,22 @@ fn tied_stage2() -> Vec<Stage2Sample> {
 #[test]
 fn tied_stage2_labels_are_learned_exactly() {
     let s2 = tied_stage2();
-    let params = TrainParams::new().weighting(Weighting::Plain).check().unwrap();
+    let params = TrainParams::new()
+        .weighting(Weighting::Plain)
+        .check()
+        .unwrap();
     let model = fit(&trivial_stage1(), &s2, &params).unwrap();
     let m = evaluate_stage2(&model, &s2).unwrap();
     // Majority baseline: the most frequent label's share.
     let labels: Vec<KernelId> = s2
         .iter()
-        .map(|s| s.kernel_times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0)
+        .map(|s| {
+            s.kernel_times
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap()
+                .0
+        })
         .collect();
     let majority = KernelId::all()
         .into_iter()
@@ -91,7 +112,11 @@ fn tied_stage2_labels_are_learned_exactly() {
         .max()
         .unwrap() as f64
         / labels.len() as f64;
-    eprintln!("tied stage 2: tree accuracy {:.4}, majority baseline {majority:.4}, leaves {:?}", m.accuracy, model.leaves());
+    eprintln!(
+        "tied stage 2: tree accuracy {:.4}, majority baseline {majority:.4}, leaves {:?}",
+        m.accuracy,
+        model.leaves()
+    );
     assert!(majority < 0.7, "the test data must not be trivial");
     assert_eq!(m.accuracy, 1.0, "{m:?}");
     assert_eq!(m.geomean_ratio, 1.0);
@@ -99,12 +124,23 @@ fn tied_stage2_labels_are_learned_exactly() {
     let iu = feature_index(&STAGE2_FEATURES, "scheme_u");
     let im = feature_index(&STAGE2_FEATURES, "bin_mean_row_len");
     let ib = feature_index(&STAGE2_FEATURES, "bin");
-    for (u, mean) in [(20u32, 3.6), (100, 15.1), (0, 70.3), (50, 70.3), (10, 33.3), (1000, 8.7)] {
+    for (u, mean) in [
+        (20u32, 3.6),
+        (100, 15.1),
+        (0, 70.3),
+        (50, 70.3),
+        (10, 33.3),
+        (1000, 8.7),
+    ] {
         let mut x = s2[0].x.clone();
         x[iu] = u as f64;
         x[im] = mean;
         x[ib] = if u == 0 { 0.0 } else { mean.floor() };
-        assert_eq!(model.predict_kernel(&x), truth(u, mean), "u={u} mean={mean}");
+        assert_eq!(
+            model.predict_kernel(&x),
+            truth(u, mean),
+            "u={u} mean={mean}"
+        );
     }
 }
 
@@ -114,12 +150,25 @@ fn tied_stage2_labels_are_learned_exactly() {
 #[test]
 fn linfa_alone_misses_splits_on_tied_values() {
     let s2 = tied_stage2();
-    let x: Vec<f64> = s2.iter().flat_map(|s| s.x.iter().map(|&v| vector::spread(v))).collect();
+    let x: Vec<f64> = s2
+        .iter()
+        .flat_map(|s| s.x.iter().map(|&v| vector::spread(v)))
+        .collect();
     let y: Array1<usize> = s2
         .iter()
-        .map(|s| s.kernel_times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0.index())
+        .map(|s| {
+            s.kernel_times
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .unwrap()
+                .0
+                .index()
+        })
         .collect();
-    let ds = Dataset::new(Array2::from_shape_vec((s2.len(), STAGE2_LEN), x).unwrap(), y.clone());
+    let ds = Dataset::new(
+        Array2::from_shape_vec((s2.len(), STAGE2_LEN), x).unwrap(),
+        y.clone(),
+    );
     let tree = DecisionTree::<f64, usize>::params()
         .max_depth(Some(14))
         .min_impurity_decrease(1e-7)
@@ -128,7 +177,10 @@ fn linfa_alone_misses_splits_on_tied_values() {
     let pred = tree.predict(&ds);
     let acc = pred.iter().zip(y.iter()).filter(|(a, b)| a == b).count() as f64 / y.len() as f64;
     eprintln!("linfa's own recursion on tied data: training accuracy {acc:.4}");
-    assert!(acc < 0.99, "linfa reached {acc}: its tied-value split search may be fixed");
+    assert!(
+        acc < 0.99,
+        "linfa reached {acc}: its tied-value split search may be fixed"
+    );
 }
 
 #[test]
@@ -136,17 +188,33 @@ fn a_feature_with_three_values_decides_the_scheme() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let imin = feature_index(&STAGE1_FEATURES, "nnz_row_min");
     let make = |rng: &mut ChaCha8Rng, i: usize| {
-        let mut x: Vec<f64> = (0..STAGE1_FEATURES.len()).map(|_| rng.gen_range(0.0..1000.0)).collect();
+        let mut x: Vec<f64> = (0..STAGE1_FEATURES.len())
+            .map(|_| rng.gen_range(0.0..1000.0))
+            .collect();
         let v = rng.gen_range(0..3usize);
         x[imin] = v as f64;
-        let best = [Scheme::Single, Scheme::Granularity(100), Scheme::Granularity(1000)][v];
-        let scheme_times = Scheme::all().into_iter().map(|s| (s, if s == best { 1.0 } else { 1.5 })).collect();
-        Stage1Sample { matrix: format!("m{i}"), features: x, scheme_times }
+        let best = [
+            Scheme::Single,
+            Scheme::Granularity(100),
+            Scheme::Granularity(1000),
+        ][v];
+        let scheme_times = Scheme::all()
+            .into_iter()
+            .map(|s| (s, if s == best { 1.0 } else { 1.5 }))
+            .collect();
+        Stage1Sample {
+            matrix: format!("m{i}"),
+            features: x,
+            scheme_times,
+        }
     };
     let train: Vec<_> = (0..300).map(|i| make(&mut rng, i)).collect();
     let test: Vec<_> = (0..100).map(|i| make(&mut rng, i)).collect();
     let s2 = tied_stage2();
-    let params = TrainParams::new().weighting(Weighting::Plain).check().unwrap();
+    let params = TrainParams::new()
+        .weighting(Weighting::Plain)
+        .check()
+        .unwrap();
     let model = fit(&train, &s2[..50], &params).unwrap();
     assert_eq!(evaluate_stage1(&model, &train).unwrap().accuracy, 1.0);
     assert_eq!(evaluate_stage1(&model, &test).unwrap().accuracy, 1.0);
@@ -162,12 +230,20 @@ fn density_samples(rng: &mut ChaCha8Rng, n: usize) -> Vec<Stage1Sample> {
             let mut x = vec![1.0; STAGE1_FEATURES.len()];
             let d = 10f64.powf(rng.gen_range(-8.0..-5.0));
             x[id] = d;
-            let best = if d < 1e-6 { Scheme::Single } else { Scheme::Granularity(100) };
+            let best = if d < 1e-6 {
+                Scheme::Single
+            } else {
+                Scheme::Granularity(100)
+            };
             let scheme_times = [Scheme::Single, Scheme::Granularity(100)]
                 .into_iter()
                 .map(|s| (s, if s == best { 1.0 } else { 2.0 }))
                 .collect();
-            Stage1Sample { matrix: format!("d{i}"), features: x, scheme_times }
+            Stage1Sample {
+                matrix: format!("d{i}"),
+                features: x,
+                scheme_times,
+            }
         })
         .collect()
 }
@@ -177,11 +253,17 @@ fn tiny_feature_values_are_split_thanks_to_the_transform() {
     let mut rng = ChaCha8Rng::seed_from_u64(9);
     let train = density_samples(&mut rng, 400);
     let test = density_samples(&mut rng, 200);
-    let params = TrainParams::new().weighting(Weighting::Plain).check().unwrap();
+    let params = TrainParams::new()
+        .weighting(Weighting::Plain)
+        .check()
+        .unwrap();
     let model = fit(&train, &tied_stage2()[..20], &params).unwrap();
     let tr = evaluate_stage1(&model, &train).unwrap();
     let te = evaluate_stage1(&model, &test).unwrap();
-    eprintln!("density split: train accuracy {:.3}, test accuracy {:.3}", tr.accuracy, te.accuracy);
+    eprintln!(
+        "density split: train accuracy {:.3}, test accuracy {:.3}",
+        tr.accuracy, te.accuracy
+    );
     assert_eq!(tr.accuracy, 1.0);
     assert!(te.accuracy >= 0.98, "{te:?}");
 
@@ -189,7 +271,11 @@ fn tiny_feature_values_are_split_thanks_to_the_transform() {
     // values closer than 1e-5, so it learns nothing here. If this starts to pass,
     // linfa has been fixed and the transform could go.
     let id = feature_index(&STAGE1_FEATURES, "density");
-    let x = Array2::from_shape_vec((train.len(), 1), train.iter().map(|s| s.features[id]).collect()).unwrap();
+    let x = Array2::from_shape_vec(
+        (train.len(), 1),
+        train.iter().map(|s| s.features[id]).collect(),
+    )
+    .unwrap();
     let y: Array1<usize> = train
         .iter()
         .map(|s| usize::from(s.scheme_times[0].1 > s.scheme_times[1].1))
@@ -199,7 +285,10 @@ fn tiny_feature_values_are_split_thanks_to_the_transform() {
     let pred = raw.predict(&ds);
     let acc = pred.iter().zip(y.iter()).filter(|(a, b)| a == b).count() as f64 / y.len() as f64;
     eprintln!("linfa on raw densities: training accuracy {acc:.3}");
-    assert!(acc < 0.9, "linfa split raw tiny values (accuracy {acc}); the transform may be unneeded now");
+    assert!(
+        acc < 0.9,
+        "linfa split raw tiny values (accuracy {acc}); the transform may be unneeded now"
+    );
 }
 
 /// Near-ties where the argmin misleads: in the short-row region, 60% of the bins
@@ -212,16 +301,35 @@ fn near_tie_samples() -> Vec<Stage2Sample> {
         let mut x = vec![1.0; STAGE2_LEN];
         let (mean, times) = if i < 100 {
             let t = if i % 10 < 6 {
-                vec![(KernelId::Serial, 1.00), (KernelId::Subvector(4), 1.01), (KernelId::Subvector(32), 5.0)]
+                vec![
+                    (KernelId::Serial, 1.00),
+                    (KernelId::Subvector(4), 1.01),
+                    (KernelId::Subvector(32), 5.0),
+                ]
             } else {
-                vec![(KernelId::Serial, 3.00), (KernelId::Subvector(4), 1.00), (KernelId::Subvector(32), 5.0)]
+                vec![
+                    (KernelId::Serial, 3.00),
+                    (KernelId::Subvector(4), 1.00),
+                    (KernelId::Subvector(32), 5.0),
+                ]
             };
             (2.0, t)
         } else {
-            (40.0, vec![(KernelId::Serial, 9.0), (KernelId::Subvector(4), 3.0), (KernelId::Subvector(32), 1.0)])
+            (
+                40.0,
+                vec![
+                    (KernelId::Serial, 9.0),
+                    (KernelId::Subvector(4), 3.0),
+                    (KernelId::Subvector(32), 1.0),
+                ],
+            )
         };
         x[im] = mean;
-        out.push(Stage2Sample { matrix: format!("b{i}"), x, kernel_times: times });
+        out.push(Stage2Sample {
+            matrix: format!("b{i}"),
+            x,
+            kernel_times: times,
+        });
     }
     out
 }
@@ -243,7 +351,10 @@ fn time_weighting_beats_plain_labels_on_near_ties() {
     // Plain labels are right more often, and lose much more time.
     assert!(plain.accuracy > weighted.accuracy);
     // 40 of 200 bins lose 3x: geomean 3^(-40/200).
-    assert!((plain.geomean_ratio - 3f64.powf(-0.2)).abs() < 1e-9, "{plain:?}");
+    assert!(
+        (plain.geomean_ratio - 3f64.powf(-0.2)).abs() < 1e-9,
+        "{plain:?}"
+    );
     assert!((plain.worst_ratio - 1.0 / 3.0).abs() < 1e-9);
     for m in [&weighted, &relabel, &both] {
         assert!(m.geomean_ratio > 0.99, "{m:?}");
@@ -253,8 +364,16 @@ fn time_weighting_beats_plain_labels_on_near_ties() {
     // fit_variants keeps a variant that loses the least time.
     let (model, results) = fit_variants(&s1, &s2, &s1, &s2, &base, &Weighting::ALL).unwrap();
     assert_eq!(results.len(), 4);
-    assert_ne!(model.card.hyper_parameters.check().unwrap().weighting(), Weighting::Plain);
-    assert!(model.card.metrics["validation"]["stage2"]["geomean_ratio"].as_f64().unwrap() > 0.99);
+    assert_ne!(
+        model.card.hyper_parameters.check().unwrap().weighting(),
+        Weighting::Plain
+    );
+    assert!(
+        model.card.metrics["validation"]["stage2"]["geomean_ratio"]
+            .as_f64()
+            .unwrap()
+            > 0.99
+    );
     assert_eq!(model.card.metrics["variants"].as_array().unwrap().len(), 4);
 }
 
@@ -282,7 +401,10 @@ fn model_beats_the_rule_on_the_cost_model() {
     };
     let (tm, tr) = report(&train);
     let (hm, hr) = report(&test);
-    let (e1, e2) = (evaluate_stage1(&model, &s1).unwrap(), evaluate_stage2(&model, &s2).unwrap());
+    let (e1, e2) = (
+        evaluate_stage1(&model, &s1).unwrap(),
+        evaluate_stage2(&model, &s2).unwrap(),
+    );
     eprintln!(
         "cost model: {} stage-1 / {} stage-2 samples, leaves {:?}; stage accuracies {:.3} / {:.3}; \
          oracle/plan geomean: train model {tm:.3} rule {tr:.3}; held-out model {hm:.3} rule {hr:.3}",
@@ -297,7 +419,11 @@ fn model_beats_the_rule_on_the_cost_model() {
 fn stage2_subsample_is_seeded() {
     let s2 = tied_stage2();
     let s1 = trivial_stage1();
-    let p = TrainParams::new().max_stage2_samples(Some(500)).seed(3).check().unwrap();
+    let p = TrainParams::new()
+        .max_stage2_samples(Some(500))
+        .seed(3)
+        .check()
+        .unwrap();
     let a = fit(&s1, &s2, &p).unwrap();
     let b = fit(&s1, &s2, &p).unwrap();
     assert_eq!(a, b);
@@ -313,12 +439,20 @@ fn fit_refuses_bad_input() {
     let p = TrainParams::new().check().unwrap();
     let s2 = tied_stage2();
     let s1 = trivial_stage1();
-    assert!(matches!(fit(&[], &s2, &p), Err(SelectorError::NoSamples { what: "stage-1" })));
-    assert!(matches!(fit(&s1, &[], &p), Err(SelectorError::NoSamples { what: "stage-2" })));
+    assert!(matches!(
+        fit(&[], &s2, &p),
+        Err(SelectorError::NoSamples { what: "stage-1" })
+    ));
+    assert!(matches!(
+        fit(&s1, &[], &p),
+        Err(SelectorError::NoSamples { what: "stage-2" })
+    ));
     let mut bad = s2[..10].to_vec();
     bad[4].x.pop();
     match fit(&s1, &bad, &p) {
-        Err(SelectorError::InvalidSample { stage: 2, index: 4, .. }) => {}
+        Err(SelectorError::InvalidSample {
+            stage: 2, index: 4, ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     let mut bad = s2[..10].to_vec();
@@ -327,5 +461,8 @@ fn fit_refuses_bad_input() {
     assert!(e.contains("stage-2 sample 7") && e.contains("-1"), "{e}");
     // Evaluation of nothing is an error, not a NaN.
     let model = fit(&s1, &s2[..10], &p).unwrap();
-    assert!(matches!(evaluate_stage1(&model, &[]), Err(SelectorError::NoSamples { .. })));
+    assert!(matches!(
+        evaluate_stage1(&model, &[]),
+        Err(SelectorError::NoSamples { .. })
+    ));
 }

@@ -39,10 +39,22 @@ pub fn synthetic_matrices(seed: u64, count: usize) -> Vec<(String, Csr<f64>)> {
                     (0..m).map(|_| rng.gen_range(l / 2..l + 1)).collect()
                 }
                 2 => (0..m)
-                    .map(|r| if r % 50 == 0 { rng.gen_range(300..2000) } else { rng.gen_range(1..4) })
+                    .map(|r| {
+                        if r % 50 == 0 {
+                            rng.gen_range(300..2000)
+                        } else {
+                            rng.gen_range(1..4)
+                        }
+                    })
                     .collect(),
                 3 => (0..m)
-                    .map(|r| if (r / 400) % 2 == 0 { rng.gen_range(1..3) } else { rng.gen_range(30..90) })
+                    .map(|r| {
+                        if (r / 400) % 2 == 0 {
+                            rng.gen_range(1..3)
+                        } else {
+                            rng.gen_range(30..90)
+                        }
+                    })
                     .collect(),
                 _ => (0..m)
                     .map(|_| {
@@ -121,7 +133,13 @@ pub fn plan_time(plan: &sparse::Plan, a: &Csr<f64>) -> f64 {
     let b = Binning::new(a.row_ptr(), plan.scheme);
     plan.check(&b).unwrap();
     b.nonempty_bins()
-        .map(|bin| kernel_time(plan.kernel_of(bin).unwrap(), b.row_count(bin), b.bin_nnz[bin]))
+        .map(|bin| {
+            kernel_time(
+                plan.kernel_of(bin).unwrap(),
+                b.row_count(bin),
+                b.bin_nnz[bin],
+            )
+        })
         .sum()
 }
 

@@ -51,6 +51,45 @@ const MAX_CONNECTIONS: u32 = 8;
 /// The migrations of `migrations/`, embedded at build time.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
+/// How many times opening a file that another process is setting up is tried.
+const CONNECT_ATTEMPTS: u32 = 10;
+
+/// Whether an error is SQLite's SQLITE_BUSY (primary code 5, any extended code).
+fn is_busy(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .and_then(|c| c.parse::<i32>().ok())
+        .is_some_and(|c| c & 0xff == 5)
+}
+
+/// How many times a failed migration is retried; see [`run_migrations`].
+const MIGRATION_ATTEMPTS: u32 = 6;
+
+/// Applies the pending migrations.
+///
+/// sqlx takes no lock around SQLite migrations: two processes opening a new
+/// database at once (a server and a trainer started together) both see
+/// migration 1 pending, and the second fails with "table already exists" once
+/// the first commits. Each migration runs in a transaction, so retrying after a
+/// short wait sees it applied and goes on; errors that retrying cannot fix
+/// (edited or unknown migrations) are returned at once.
+async fn run_migrations(pool: &SqlitePool) -> Result<(), StoreError> {
+    use sqlx::migrate::MigrateError;
+    let mut attempt = 1;
+    loop {
+        match MIGRATOR.run(pool).await {
+            Ok(()) => return Ok(()),
+            Err(MigrateError::Execute(_) | MigrateError::ExecuteMigration(..))
+                if attempt < MIGRATION_ATTEMPTS =>
+            {
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// A handle on the results database. Cheap to clone (clones share one pool).
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -108,11 +147,25 @@ impl Store {
                     // In WAL mode NORMAL loses nothing when the process is killed
                     // (only on power loss), and commits are much cheaper than FULL.
                     .synchronous(SqliteSynchronous::Normal);
-                SqlitePoolOptions::new()
-                    .max_connections(MAX_CONNECTIONS)
-                    .connect_with(options)
-                    .await
-                    .map_err(connect_err)?
+                // Switching a new file to WAL can answer "database is locked"
+                // without waiting on the busy handler while another process does
+                // the same; such an error is retried after a short wait.
+                let mut attempt = 1;
+                loop {
+                    match SqlitePoolOptions::new()
+                        .max_connections(MAX_CONNECTIONS)
+                        .connect_with(options.clone())
+                        .await
+                    {
+                        Ok(pool) => break pool,
+                        Err(e) if is_busy(&e) && attempt < CONNECT_ATTEMPTS => {
+                            tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt)))
+                                .await;
+                            attempt += 1;
+                        }
+                        Err(e) => return Err(connect_err(e)),
+                    }
+                }
             }
             DbLocation::Memory => {
                 // Every connection to ":memory:" is a separate database, so the
@@ -128,7 +181,7 @@ impl Store {
                     .map_err(connect_err)?
             }
         };
-        MIGRATOR.run(&pool).await?;
+        run_migrations(&pool).await?;
         Ok(Store { pool, location })
     }
 
@@ -146,8 +199,7 @@ impl Store {
     /// Applies pending migrations again (a no-op when the schema is current).
     /// [`Store::connect`] already does this.
     pub async fn migrate(&self) -> Result<(), StoreError> {
-        MIGRATOR.run(&self.pool).await?;
-        Ok(())
+        run_migrations(&self.pool).await
     }
 
     /// The `(version, description)` of every migration embedded in this build.

@@ -9,6 +9,7 @@ pub mod binning;
 pub mod csr;
 pub mod error;
 pub mod features;
+pub mod gen;
 pub mod mm;
 pub mod plan;
 pub mod scalar;

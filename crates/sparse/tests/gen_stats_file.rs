@@ -1,0 +1,87 @@
+//! The shipped collection statistics (`training-data/uf_stats.csv`): it loads,
+//! covers the whole collection, and equals what `derive_stats` makes from the
+//! upstream files in `../shared/uf-stats` when those are present.
+//!
+//! Regenerate the file with
+//! `UF_STATS_REGENERATE=1 cargo test -p sparse --test gen_stats_file`.
+
+use sparse::gen::standin::{
+    default_stats_path, derive_stats, load_default_stats, write_stats, KindClass,
+};
+use std::path::PathBuf;
+
+fn uf_stats_dir() -> Option<PathBuf> {
+    let shared = std::env::var_os("SPMV_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    let dir = shared.join("uf-stats");
+    dir.join("ginkgo_features.csv").exists().then_some(dir)
+}
+
+#[test]
+fn shipped_file_matches_upstream_derivation() {
+    let Some(dir) = uf_stats_dir() else {
+        eprintln!("SKIP: ../shared/uf-stats not found (set SPMV_SHARED_DIR); cannot compare with upstream");
+        return;
+    };
+    let derived = derive_stats(&dir).expect("derive from upstream files");
+    assert_eq!(derived.len(), 2893);
+    if std::env::var_os("UF_STATS_REGENERATE").is_some() {
+        let path = default_stats_path();
+        let file = std::fs::File::create(&path).expect("create stats file");
+        write_stats(std::io::BufWriter::new(file), &derived).expect("write stats file");
+        eprintln!("wrote {}", path.display());
+    }
+    let shipped = load_default_stats().expect("load shipped stats");
+    assert_eq!(shipped.len(), derived.len());
+    for (s, d) in shipped.iter().zip(&derived) {
+        assert_eq!(
+            s,
+            d,
+            "record {} differs from upstream; regenerate the file",
+            d.full_name()
+        );
+    }
+}
+
+#[test]
+fn shipped_file_covers_the_collection() {
+    let stats = load_default_stats().expect("load shipped stats");
+    assert_eq!(stats.len(), 2893);
+    let ids: Vec<u32> = stats.iter().map(|s| s.id).collect();
+    assert_eq!(ids, (1..=2893).collect::<Vec<u32>>());
+    // 50 matrices have no length statistics upstream; all others do.
+    assert_eq!(stats.iter().filter(|s| s.row.is_none()).count(), 50);
+    for s in &stats {
+        assert!(s.rows > 0 && s.cols > 0 && s.nnz > 0, "{}", s.full_name());
+        if let Some(r) = &s.row {
+            assert!(
+                (r.mean * s.rows as f64 - s.nnz as f64).abs() < 1.0,
+                "{}",
+                s.full_name()
+            );
+            // Ginkgo's quartile table reads outside the data for fewer than 4 rows.
+            if s.rows < 4 {
+                continue;
+            }
+            assert!(
+                r.min <= r.q1 && r.q1 <= r.median && r.median <= r.q3 && r.q3 <= r.max,
+                "{}",
+                s.full_name()
+            );
+        }
+    }
+    let one = stats
+        .iter()
+        .find(|s| s.group == "HB" && s.name == "nos5")
+        .unwrap();
+    assert_eq!((one.rows, one.cols, one.nnz), (468, 468, 5172));
+    assert_eq!(one.row.unwrap().q3, 12.5);
+    assert_eq!(one.kind_class(), KindClass::Discretisation);
+    for class in KindClass::ALL {
+        assert!(
+            stats.iter().any(|s| s.kind_class() == class),
+            "no matrix of class {class:?}"
+        );
+    }
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets everything up and runs the whole test suite (release profile: the tests
+# drive real OpenCL kernels and real matrices, which debug builds make slow).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+if [[ -d ../shared/matrices ]]; then
+  echo "test: ../shared found: the tests over the whole shared corpus run" >&2
+else
+  echo "test: ../shared not found: corpus-wide tests use the bundled fixtures and say so" >&2
+fi
+cargo test --workspace --release -- --test-threads=2 "$@"

@@ -26,11 +26,16 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked -p server --bins \
- && mkdir -p /out \
- && cp target/release/server target/release/loadgen /out/ \
+ && mkdir -p /out/bin /out/models /out/training-data \
+ && cp target/release/server target/release/loadgen /out/bin/ \
  && if cargo metadata --no-deps --format-version 1 | grep -q '"name":"trainer"'; then \
-        cargo build --release --locked -p trainer && cp target/release/trainer /out/; \
+        cargo build --release --locked -p trainer && cp target/release/trainer /out/bin/; \
     fi
+
+# The shipped models and the trainer's corpus manifest, when the checkout has them
+# (copied here so that a checkout without models/ still builds).
+RUN if [ -d models ]; then cp -r models/. /out/models/; fi \
+ && if [ -d training-data ]; then cp -r training-data/. /out/training-data/; fi
 
 ############################ runtime ############################
 FROM debian:bookworm-slim AS runtime
@@ -56,9 +61,11 @@ RUN useradd --system --create-home --home-dir /app spmv \
  && chown -R spmv /data /app
 WORKDIR /app
 
-COPY --from=builder /out/ /usr/local/bin/
-# The shipped models (the folder may be empty; a volume can replace it).
-COPY --chown=spmv models/ /app/models/
+COPY --from=builder /out/bin/ /usr/local/bin/
+# The shipped models (possibly none: the server then plans with the rule
+# baseline); the compose file mounts a volume over this folder.
+COPY --from=builder --chown=spmv /out/models/ /app/models/
+COPY --from=builder --chown=spmv /out/training-data/ /app/training-data/
 
 USER spmv
 ENV SPMV_BIND=0.0.0.0:8080 \

@@ -112,7 +112,12 @@ impl<V: Clone> ByteLru<V> {
 
     /// Inserts (or replaces) `key`, evicting least recently used entries to make
     /// room; returns what was evicted. An entry larger than the whole cache is refused.
-    pub fn insert(&mut self, key: &str, value: V, bytes: usize) -> Result<Vec<(String, V)>, TooBig> {
+    pub fn insert(
+        &mut self,
+        key: &str,
+        value: V,
+        bytes: usize,
+    ) -> Result<Vec<(String, V)>, TooBig> {
         if bytes > self.capacity {
             return Err(TooBig {
                 bytes,
@@ -191,7 +196,13 @@ mod tests {
     #[test]
     fn refuses_entries_larger_than_capacity_and_replaces_in_place() {
         let mut c = ByteLru::new(100);
-        assert_eq!(c.insert("big", 0, 101), Err(TooBig { bytes: 101, capacity: 100 }));
+        assert_eq!(
+            c.insert("big", 0, 101),
+            Err(TooBig {
+                bytes: 101,
+                capacity: 100
+            })
+        );
         c.insert("a", 1, 60).unwrap();
         c.insert("a", 2, 70).unwrap();
         assert_eq!(c.used(), 70);

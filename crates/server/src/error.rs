@@ -90,7 +90,9 @@ pub enum ApiError {
         retry_after_s: u64,
     },
     /// No OpenCL device is available; /predict still works (503).
-    #[error("no OpenCL device is available ({0}); POST /predict still works, /spmv needs a device")]
+    #[error(
+        "no OpenCL device is available ({0}); POST /predict still works, /spmv needs a device"
+    )]
     NoDevice(String),
     /// A failure inside the server; logged in full, answered generically (500).
     #[error("internal error")]
@@ -141,7 +143,11 @@ impl ApiError {
     }
 
     /// A size limit error.
-    pub fn too_large(what: impl Into<String>, value: impl TryInto<u64>, limit: impl TryInto<u64>) -> Self {
+    pub fn too_large(
+        what: impl Into<String>,
+        value: impl TryInto<u64>,
+        limit: impl TryInto<u64>,
+    ) -> Self {
         ApiError::TooLarge {
             what: what.into(),
             value: value.try_into().unwrap_or(u64::MAX),
@@ -187,14 +193,22 @@ impl From<engine::EngineError> for ApiError {
     fn from(e: engine::EngineError) -> Self {
         use engine::EngineError as E;
         match e {
-            E::TooBig { what, bytes, limit, device } => ApiError::DeviceMemory {
+            E::TooBig {
+                what,
+                bytes,
+                limit,
+                device,
+            } => ApiError::DeviceMemory {
                 what,
                 needed: bytes,
                 available: limit,
                 device,
             },
             E::UnsupportedPrecision { .. } => ApiError::Unprocessable(e.to_string()),
-            E::XLength { expected, got } => ApiError::XLength { expected, found: got },
+            E::XLength { expected, got } => ApiError::XLength {
+                expected,
+                found: got,
+            },
             E::NoPlatform(_) | E::NoDevice { .. } => ApiError::NoDevice(e.to_string()),
             other => ApiError::Internal(format!("engine: {other}")),
         }

@@ -83,28 +83,43 @@ const ACCEPTED: &str = "send text/plain (Matrix Market, optionally gzip), applic
 pub fn body_kind(headers: &HeaderMap, body: &[u8]) -> Result<BodyKind, ApiError> {
     let Some(ct) = headers.get(header::CONTENT_TYPE) else {
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
-        return Ok(if first == Some(&b'{') { BodyKind::Json } else { BodyKind::MatrixMarket });
+        return Ok(if first == Some(&b'{') {
+            BodyKind::Json
+        } else {
+            BodyKind::MatrixMarket
+        });
     };
     let ct = ct.to_str().map_err(|_| ApiError::MediaType {
         found: "<not ASCII>".into(),
         expected: ACCEPTED.into(),
     })?;
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     match essence.as_str() {
         "application/json" => Ok(BodyKind::Json),
         e if e.ends_with("+json") => Ok(BodyKind::Json),
         "multipart/form-data" => {
             let boundary = multer::parse_boundary(ct).map_err(|e| {
-                ApiError::BadRequest(format!("multipart/form-data without a usable boundary: {e}"))
+                ApiError::BadRequest(format!(
+                    "multipart/form-data without a usable boundary: {e}"
+                ))
             })?;
             Ok(BodyKind::Multipart(boundary))
         }
         "application/octet-stream" => Ok(BodyKind::Binary),
         // curl --data-binary sends application/x-www-form-urlencoded unless told
         // otherwise; such a body is taken as Matrix Market text.
-        "text/plain" | "text/x-matrix-market" | "application/x-matrix-market" | "application/gzip"
+        "text/plain"
+        | "text/x-matrix-market"
+        | "application/x-matrix-market"
+        | "application/gzip"
         | "application/x-www-form-urlencoded"
-        | "application/x-gzip" | "" => Ok(BodyKind::MatrixMarket),
+        | "application/x-gzip"
+        | "" => Ok(BodyKind::MatrixMarket),
         _ => Err(ApiError::MediaType {
             found: ct.to_string(),
             expected: ACCEPTED.into(),
@@ -114,7 +129,11 @@ pub fn body_kind(headers: &HeaderMap, body: &[u8]) -> Result<BodyKind, ApiError>
 
 /// Reads the whole body, refusing more than the limit (413), and removes gzip
 /// compression (signalled by `Content-Encoding: gzip` or the gzip magic bytes).
-pub async fn read_body(body: Body, headers: &HeaderMap, limits: &Limits) -> Result<Bytes, ApiError> {
+pub async fn read_body(
+    body: Body,
+    headers: &HeaderMap,
+    limits: &Limits,
+) -> Result<Bytes, ApiError> {
     let max = limits.max_body_bytes;
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
@@ -182,7 +201,11 @@ pub fn maybe_gunzip(bytes: Bytes, max: usize) -> Result<Bytes, ApiError> {
     dec.read_to_end(&mut out)
         .map_err(|e| ApiError::BadRequest(format!("the body is not valid gzip: {e}")))?;
     if out.len() > max {
-        return Err(ApiError::too_large("decompressed body bytes", out.len(), max));
+        return Err(ApiError::too_large(
+            "decompressed body bytes",
+            out.len(),
+            max,
+        ));
     }
     Ok(Bytes::from(out))
 }
@@ -207,7 +230,9 @@ pub fn check_dims(limits: &Limits, nrows: u64, ncols: u64, nnz: u64) -> Result<(
 /// which reports them with their line numbers.
 fn precheck_matrix_market(text: &[u8], limits: &Limits) -> Result<(), ApiError> {
     let mut lines = text.split(|&b| b == b'\n');
-    let Some(banner) = lines.next() else { return Ok(()) };
+    let Some(banner) = lines.next() else {
+        return Ok(());
+    };
     let banner = String::from_utf8_lossy(banner).to_ascii_lowercase();
     let array = banner.contains(" array");
     for line in lines {
@@ -281,7 +306,13 @@ impl CsrJson {
         };
         let row_ptr = to_u32("row_ptr", self.row_ptr)?;
         let col_idx = to_u32("col_idx", self.col_idx)?;
-        let a = Csr::try_new(self.nrows as usize, self.ncols as usize, row_ptr, col_idx, self.values)?;
+        let a = Csr::try_new(
+            self.nrows as usize,
+            self.ncols as usize,
+            row_ptr,
+            col_idx,
+            self.values,
+        )?;
         finish(a, limits)
     }
 }
@@ -293,7 +324,11 @@ pub fn parse_json_csr(bytes: &[u8], limits: &Limits) -> Result<Csr<f64>, ApiErro
 }
 
 /// Parses the body of /predict or /matrices: Matrix Market or JSON CSR.
-pub fn parse_matrix_body(kind: &BodyKind, bytes: &[u8], limits: &Limits) -> Result<Csr<f64>, ApiError> {
+pub fn parse_matrix_body(
+    kind: &BodyKind,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<Csr<f64>, ApiError> {
     match kind {
         BodyKind::Json => parse_json_csr(bytes, limits),
         BodyKind::MatrixMarket | BodyKind::Binary => parse_matrix_market(bytes, limits),
@@ -340,7 +375,7 @@ pub fn parse_x_json(bytes: &[u8]) -> Result<Vec<f64>, ApiError> {
 /// Parses x given as little-endian binary values of the precision's width.
 pub fn parse_x_binary(bytes: &[u8], precision: Precision) -> Result<Vec<f64>, ApiError> {
     let w = precision.bytes();
-    if bytes.len() % w != 0 {
+    if !bytes.chunks_exact(w).remainder().is_empty() {
         return Err(ApiError::BadRequest(format!(
             "binary x has {} bytes, not a multiple of {w} (little-endian {precision} values)",
             bytes.len()

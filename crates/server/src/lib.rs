@@ -34,14 +34,20 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/predict", post(routes::predict))
         .route("/matrices", post(routes::upload))
-        .route("/matrices/{id}", get(routes::get_matrix).delete(routes::delete_matrix))
+        .route(
+            "/matrices/{id}",
+            get(routes::get_matrix).delete(routes::delete_matrix),
+        )
         .route("/spmv", post(routes::spmv))
         .route("/healthz", get(routes::healthz))
         .route("/device", get(routes::device))
         .route("/models", get(routes::models))
         .route("/metrics", get(routes::metrics))
         .route("/openapi.json", get(routes::openapi))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), routes::track))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            routes::track,
+        ))
         .method_not_allowed_fallback(routes::wrong_method)
         .fallback(routes::no_route)
         // Bodies are read by the handlers with the configured limit (a JSON 413),

@@ -33,10 +33,22 @@ impl Histogram {
     fn render(&self, out: &mut String, name: &str, labels: &str) {
         let sep = if labels.is_empty() { "" } else { "," };
         for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}", self.counts[i]);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
+                self.counts[i]
+            );
         }
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}", self.count);
-        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
+            self.count
+        );
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
         let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
         let _ = writeln!(out, "{name}_count{braces} {}", self.count);
     }
@@ -76,7 +88,9 @@ pub struct Gauges {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 impl Metrics {
@@ -92,14 +106,23 @@ impl Metrics {
         *m.requests
             .entry((route.to_string(), method.to_string(), status))
             .or_default() += 1;
-        m.latency.entry(route.to_string()).or_default().observe(seconds);
+        m.latency
+            .entry(route.to_string())
+            .or_default()
+            .observe(seconds);
     }
 
     /// Records one SpMV's device kernel time and device end-to-end time.
     pub fn spmv(&self, precision: &str, kernel_s: f64, e2e_s: f64) {
         let mut m = self.lock();
-        m.kernel.entry(precision.to_string()).or_default().observe(kernel_s);
-        m.device_e2e.entry(precision.to_string()).or_default().observe(e2e_s);
+        m.kernel
+            .entry(precision.to_string())
+            .or_default()
+            .observe(kernel_s);
+        m.device_e2e
+            .entry(precision.to_string())
+            .or_default()
+            .observe(e2e_s);
     }
 
     /// Counts a request turned away because the device queue was full.
@@ -116,7 +139,9 @@ impl Metrics {
     pub fn render(&self, g: Gauges) -> String {
         let m = self.lock();
         let mut out = String::new();
-        out.push_str("# HELP spmv_http_requests_total HTTP requests by route, method and status.\n");
+        out.push_str(
+            "# HELP spmv_http_requests_total HTTP requests by route, method and status.\n",
+        );
         out.push_str("# TYPE spmv_http_requests_total counter\n");
         for ((route, method, status), n) in &m.requests {
             let _ = writeln!(
@@ -129,28 +154,73 @@ impl Metrics {
         out.push_str("# HELP spmv_http_request_duration_seconds Request latency by route.\n");
         out.push_str("# TYPE spmv_http_request_duration_seconds histogram\n");
         for (route, h) in &m.latency {
-            h.render(&mut out, "spmv_http_request_duration_seconds", &format!("route=\"{}\"", escape(route)));
+            h.render(
+                &mut out,
+                "spmv_http_request_duration_seconds",
+                &format!("route=\"{}\"", escape(route)),
+            );
         }
         out.push_str("# HELP spmv_kernel_seconds Device kernel time of one SpMV (OpenCL events), by precision.\n");
         out.push_str("# TYPE spmv_kernel_seconds histogram\n");
         for (p, h) in &m.kernel {
-            h.render(&mut out, "spmv_kernel_seconds", &format!("precision=\"{p}\""));
+            h.render(
+                &mut out,
+                "spmv_kernel_seconds",
+                &format!("precision=\"{p}\""),
+            );
         }
         out.push_str("# HELP spmv_device_e2e_seconds Device end-to-end time of one SpMV (x upload, kernels, y download).\n");
         out.push_str("# TYPE spmv_device_e2e_seconds histogram\n");
         for (p, h) in &m.device_e2e {
-            h.render(&mut out, "spmv_device_e2e_seconds", &format!("precision=\"{p}\""));
+            h.render(
+                &mut out,
+                "spmv_device_e2e_seconds",
+                &format!("precision=\"{p}\""),
+            );
         }
         let gauges: [(&str, &str, &str, f64); 6] = [
-            ("spmv_cache_bytes", "gauge", "Bytes held by the matrix cache (host and device).", g.cache_bytes as f64),
-            ("spmv_cache_capacity_bytes", "gauge", "Capacity of the matrix cache.", g.cache_capacity as f64),
-            ("spmv_cache_entries", "gauge", "Matrices in the cache.", g.cache_entries as f64),
-            ("spmv_queue_in_flight", "gauge", "Device jobs admitted and not finished.", g.queue_in_flight as f64),
-            ("spmv_queue_depth", "gauge", "Device jobs admitted at most.", g.queue_depth as f64),
-            ("spmv_device_up", "gauge", "1 when an OpenCL device is in use.", if g.device_up { 1.0 } else { 0.0 }),
+            (
+                "spmv_cache_bytes",
+                "gauge",
+                "Bytes held by the matrix cache (host and device).",
+                g.cache_bytes as f64,
+            ),
+            (
+                "spmv_cache_capacity_bytes",
+                "gauge",
+                "Capacity of the matrix cache.",
+                g.cache_capacity as f64,
+            ),
+            (
+                "spmv_cache_entries",
+                "gauge",
+                "Matrices in the cache.",
+                g.cache_entries as f64,
+            ),
+            (
+                "spmv_queue_in_flight",
+                "gauge",
+                "Device jobs admitted and not finished.",
+                g.queue_in_flight as f64,
+            ),
+            (
+                "spmv_queue_depth",
+                "gauge",
+                "Device jobs admitted at most.",
+                g.queue_depth as f64,
+            ),
+            (
+                "spmv_device_up",
+                "gauge",
+                "1 when an OpenCL device is in use.",
+                if g.device_up { 1.0 } else { 0.0 },
+            ),
         ];
         for (name, kind, help, v) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
         }
         let _ = writeln!(
             out,
@@ -176,10 +246,19 @@ mod tests {
         m.request("/spmv", "POST", 200, 0.003);
         m.request("/spmv", "POST", 200, 0.2);
         m.request("/spmv", "POST", 503, 0.0001);
-        let t = m.render(Gauges { cache_bytes: 42, ..Default::default() });
-        assert!(t.contains("spmv_http_requests_total{route=\"/spmv\",method=\"POST\",status=\"200\"} 2"));
-        assert!(t.contains("spmv_http_request_duration_seconds_bucket{route=\"/spmv\",le=\"0.005\"} 2"));
-        assert!(t.contains("spmv_http_request_duration_seconds_bucket{route=\"/spmv\",le=\"+Inf\"} 3"));
+        let t = m.render(Gauges {
+            cache_bytes: 42,
+            ..Default::default()
+        });
+        assert!(t.contains(
+            "spmv_http_requests_total{route=\"/spmv\",method=\"POST\",status=\"200\"} 2"
+        ));
+        assert!(
+            t.contains("spmv_http_request_duration_seconds_bucket{route=\"/spmv\",le=\"0.005\"} 2")
+        );
+        assert!(
+            t.contains("spmv_http_request_duration_seconds_bucket{route=\"/spmv\",le=\"+Inf\"} 3")
+        );
         assert!(t.contains("spmv_cache_bytes 42"));
     }
 }

@@ -111,7 +111,9 @@ impl Planner {
                     }
                 }
             }
-            Err(e) => tracing::warn!(folder = %folder.display(), error = %e, "no models folder; planning with the rule baseline"),
+            Err(e) => {
+                tracing::warn!(folder = %folder.display(), error = %e, "no models folder; planning with the rule baseline")
+            }
         }
         let pick = |p: Precision| -> (Selector, ModelUsed) {
             let sel = match device {
@@ -132,7 +134,8 @@ impl Planner {
         let f32 = pick(Precision::F32);
         let f64 = pick(Precision::F64);
         for f in &mut files {
-            f.in_use = f.id.is_some() && (f.id.as_deref() == Some(&f32.1.id) || f.id.as_deref() == Some(&f64.1.id));
+            f.in_use = f.id.is_some()
+                && (f.id.as_deref() == Some(&f32.1.id) || f.id.as_deref() == Some(&f64.1.id));
         }
         for (p, (_, u)) in [(Precision::F32, &f32), (Precision::F64, &f64)] {
             tracing::info!(precision = %p, kind = %u.kind, id = %u.id, "plan selector");
@@ -174,7 +177,13 @@ impl Planner {
     }
 
     /// Plans a matrix for precision `p`, with the decision paths when `explain`.
-    pub fn plan(&self, p: Precision, features: &Features, row_ptr: &[u32], explain: bool) -> Prediction {
+    pub fn plan(
+        &self,
+        p: Precision,
+        features: &Features,
+        row_ptr: &[u32],
+        explain: bool,
+    ) -> Prediction {
         let sel = &self.pair(p).0;
         if explain {
             sel.plan_explained(features, row_ptr)
@@ -192,7 +201,9 @@ impl Planner {
     pub fn from_models(models: Vec<Model>, device: &str) -> Planner {
         let pick = |p: Precision| {
             let sel = Selector::choose(models.iter().cloned(), device, p.name());
-            let reason = format!("no model matches device '{device}' and precision {p}; using the rule baseline");
+            let reason = format!(
+                "no model matches device '{device}' and precision {p}; using the rule baseline"
+            );
             let info = sel.info();
             let u = used(&sel, info, Some(reason));
             (sel, u)

@@ -24,7 +24,11 @@ pub struct DeviceQueue<C> {
 
 impl<C: 'static> DeviceQueue<C> {
     /// Starts the worker thread; `init` builds the context on that thread.
-    pub fn start(depth: usize, retry_after_s: u64, init: impl FnOnce() -> C + Send + 'static) -> Self {
+    pub fn start(
+        depth: usize,
+        retry_after_s: u64,
+        init: impl FnOnce() -> C + Send + 'static,
+    ) -> Self {
         let (tx, rx) = mpsc::channel::<Job<C>>();
         std::thread::Builder::new()
             .name("device-worker".into())
@@ -63,10 +67,14 @@ impl<C: 'static> DeviceQueue<C> {
         &self,
         f: impl FnOnce(&mut C) -> R + Send + 'static,
     ) -> Result<R, ApiError> {
-        let permit = self.permits.clone().try_acquire_owned().map_err(|_| ApiError::QueueFull {
-            depth: self.depth,
-            retry_after_s: self.retry_after_s,
-        })?;
+        let permit = self
+            .permits
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ApiError::QueueFull {
+                depth: self.depth,
+                retry_after_s: self.retry_after_s,
+            })?;
         let (reply, answer) = oneshot::channel();
         let job: Job<C> = Box::new(move |ctx| {
             let r = f(ctx);
@@ -91,16 +99,25 @@ mod tests {
         let q = Arc::new(DeviceQueue::start(1, 3, || 10u32));
         let (release, wait) = std::sync::mpsc::channel::<()>();
         let q2 = q.clone();
-        let slow = tokio::spawn(async move { q2.run(move |c| {
-            wait.recv().unwrap();
-            *c += 1;
-            *c
-        }).await });
+        let slow = tokio::spawn(async move {
+            q2.run(move |c| {
+                wait.recv().unwrap();
+                *c += 1;
+                *c
+            })
+            .await
+        });
         while q.in_flight() == 0 {
             tokio::task::yield_now().await;
         }
         let e = q.run(|c| *c).await.unwrap_err();
-        assert!(matches!(e, ApiError::QueueFull { depth: 1, retry_after_s: 3 }));
+        assert!(matches!(
+            e,
+            ApiError::QueueFull {
+                depth: 1,
+                retry_after_s: 3
+            }
+        ));
         release.send(()).unwrap();
         assert_eq!(slow.await.unwrap().unwrap(), 11);
         assert_eq!(q.run(|c| *c).await.unwrap(), 11);

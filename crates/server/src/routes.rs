@@ -2,12 +2,13 @@
 
 use crate::error::ApiError;
 use crate::input::{
-    body_kind, parse_matrix_body, parse_matrix_market, parse_matrix_value, parse_json_csr, parse_x_binary,
-    parse_x_json, read_body, wants_binary, y_binary, BodyKind, Precision, Query,
+    body_kind, parse_json_csr, parse_matrix_body, parse_matrix_market, parse_matrix_value,
+    parse_x_binary, parse_x_json, read_body, wants_binary, y_binary, BodyKind, Precision, Query,
 };
 use crate::planner::{ModelUsed, PlanView, Planned};
 use crate::state::{
-    cast_checked, device_bytes, execute_blocking, upload_blocking, AppState, Executed, Ready, StoredMatrix, YVec,
+    cast_checked, device_bytes, execute_blocking, upload_blocking, AppState, Executed, Ready,
+    StoredMatrix, YVec,
 };
 use axum::body::{Body, Bytes};
 use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
@@ -33,8 +34,12 @@ fn to_store(p: Precision) -> store::Precision {
     }
 }
 
-async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, ApiError> + Send + 'static) -> Result<R, ApiError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("blocking task: {e}")))?
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
+) -> Result<R, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("blocking task: {e}")))?
 }
 
 fn matrix_json(m: &StoredMatrix) -> Value {
@@ -149,7 +154,10 @@ pub async fn models(State(s): State<AppState>) -> Json<Value> {
 pub async fn metrics(State(s): State<AppState>) -> Response {
     let text = s.metrics().render(s.gauges());
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
         text,
     )
         .into_response()
@@ -158,7 +166,10 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
 /// `GET /openapi.json`.
 pub async fn openapi() -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         crate::openapi::DOCUMENT,
     )
         .into_response()
@@ -166,7 +177,11 @@ pub async fn openapi() -> Response {
 
 /// Parses a matrix body off the runtime; returns the stored form (id, host copy, features)
 /// with the parse, feature and hash times.
-async fn parse_stored(s: &AppState, kind: BodyKind, bytes: Bytes) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
+async fn parse_stored(
+    s: &AppState,
+    kind: BodyKind,
+    bytes: Bytes,
+) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
     let limits = *s.limits();
     blocking(move || {
         let t = Instant::now();
@@ -185,9 +200,13 @@ fn stored_from(a: Csr<f64>, parse_ms: f64) -> Result<(StoredMatrix, [f64; 3]), A
     let t = Instant::now();
     let id = a.content_hash();
     let hash_ms = ms(t);
-    Ok((StoredMatrix::new(id, a, features), [parse_ms, features_ms, hash_ms]))
+    Ok((
+        StoredMatrix::new(id, a, features),
+        [parse_ms, features_ms, hash_ms],
+    ))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn record(
     s: &AppState,
     route: &str,
@@ -282,7 +301,11 @@ pub async fn upload(
     let need = m.host_bytes() + device_bytes(&m.host, p);
     let cap = s.config().cache_bytes as u64;
     if need > cap {
-        return Err(ApiError::too_large("matrix bytes (host copy plus device buffers)", need, cap));
+        return Err(ApiError::too_large(
+            "matrix bytes (host copy plus device buffers)",
+            need,
+            cap,
+        ));
     }
     // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
     s.check_device_fit(&m.host, p)?;
@@ -333,7 +356,16 @@ pub async fn upload(
             "total": total_ms,
         },
     });
-    s.log_request(record(&s, "/matrices", &m, &planned, p, None, total_ms, 201));
+    s.log_request(record(
+        &s,
+        "/matrices",
+        &m,
+        &planned,
+        p,
+        None,
+        total_ms,
+        201,
+    ));
     let mut resp = (StatusCode::CREATED, Json(body)).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!("/matrices/{}", m.id)) {
         resp.headers_mut().insert(header::LOCATION, v);
@@ -342,7 +374,10 @@ pub async fn upload(
 }
 
 /// `GET /matrices/{id}`.
-pub async fn get_matrix(State(s): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get_matrix(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let (m, bytes) = s.peek(&id).ok_or_else(|| ApiError::NotFound(id.clone()))?;
     let ready: Vec<Value> = m.all_ready().iter().map(|r| ready_json(r)).collect();
     Ok(Json(json!({
@@ -355,7 +390,10 @@ pub async fn get_matrix(State(s): State<AppState>, Path(id): Path<String>) -> Re
 }
 
 /// `DELETE /matrices/{id}`.
-pub async fn delete_matrix(State(s): State<AppState>, Path(id): Path<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete_matrix(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
     if s.remove(&id) {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -386,7 +424,11 @@ struct SpmvRequest {
     verify: bool,
 }
 
-fn merge<T: PartialEq + std::fmt::Debug>(name: &str, query: Option<T>, body: Option<T>) -> Result<Option<T>, ApiError> {
+fn merge<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    query: Option<T>,
+    body: Option<T>,
+) -> Result<Option<T>, ApiError> {
     match (query, body) {
         (Some(a), Some(b)) if a != b => Err(ApiError::BadRequest(format!(
             "'{name}' is given twice with different values ({a:?} in the query, {b:?} in the body)"
@@ -420,7 +462,9 @@ fn assemble(
             ))
         }
     };
-    let x = x.ok_or_else(|| ApiError::Unprocessable("no x: give 'x' as a JSON array of numbers".into()))?;
+    let x = x.ok_or_else(|| {
+        ApiError::Unprocessable("no x: give 'x' as a JSON array of numbers".into())
+    })?;
     Ok(SpmvRequest {
         source,
         x,
@@ -429,7 +473,12 @@ fn assemble(
     })
 }
 
-async fn parse_spmv(s: &AppState, q: Query, headers: &HeaderMap, bytes: Bytes) -> Result<SpmvRequest, ApiError> {
+async fn parse_spmv(
+    s: &AppState,
+    q: Query,
+    headers: &HeaderMap,
+    bytes: Bytes,
+) -> Result<SpmvRequest, ApiError> {
     let limits = *s.limits();
     match body_kind(headers, &bytes)? {
         BodyKind::Json => {
@@ -508,11 +557,17 @@ async fn parse_spmv(s: &AppState, q: Query, headers: &HeaderMap, bytes: Bytes) -
 }
 
 fn text(name: &str, data: &[u8]) -> Result<String, ApiError> {
-    String::from_utf8(data.to_vec()).map_err(|_| ApiError::BadRequest(format!("part '{name}' is not UTF-8 text")))
+    String::from_utf8(data.to_vec())
+        .map_err(|_| ApiError::BadRequest(format!("part '{name}' is not UTF-8 text")))
 }
 
-async fn read_multipart(bytes: Bytes, boundary: String, max: usize) -> Result<Vec<(String, Option<String>, Bytes)>, ApiError> {
-    let stream = futures_util::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(bytes) });
+async fn read_multipart(
+    bytes: Bytes,
+    boundary: String,
+    max: usize,
+) -> Result<Vec<(String, Option<String>, Bytes)>, ApiError> {
+    let stream =
+        futures_util::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(bytes) });
     let mut mp = multer::Multipart::new(stream, boundary);
     let mut parts = Vec::new();
     loop {
@@ -593,16 +648,23 @@ pub async fn spmv(
     } else {
         crate::input::x_in::<f64>(&x, m.host.ncols())?;
     }
-    s.device().engine.as_ref().ok_or_else(|| {
-        ApiError::NoDevice(s.device().unavailable.clone().unwrap_or_default())
-    })?;
+    s.device()
+        .engine
+        .as_ref()
+        .ok_or_else(|| ApiError::NoDevice(s.device().unavailable.clone().unwrap_or_default()))?;
 
     s.check_device_fit(&m.host, p)?;
     let (planned, exec, setup_ms) = if cached {
         let (ready, created) = s.ensure_ready(&m, p).await?;
         let (r2, x2) = (ready.clone(), x.clone());
-        let exec = s.on_device(move |e| execute_blocking(e, &r2.buffers, &x2)).await?;
-        (ready.planned.clone(), exec, created.then_some(ready.setup_ms))
+        let exec = s
+            .on_device(move |e| execute_blocking(e, &r2.buffers, &x2))
+            .await?;
+        (
+            ready.planned.clone(),
+            exec,
+            created.then_some(ready.setup_ms),
+        )
     } else {
         let t = Instant::now();
         let (s2, m2) = (s.clone(), m.clone());
@@ -619,7 +681,8 @@ pub async fn spmv(
     };
     let kernel_ms = exec.timings.kernel_ms();
     let device_ms = exec.timings.wall_ms();
-    s.metrics().spmv(p.name(), kernel_ms * 1e-3, device_ms * 1e-3);
+    s.metrics()
+        .spmv(p.name(), kernel_ms * 1e-3, device_ms * 1e-3);
     let min_bytes = engine::min_bytes(m.host.nrows(), m.host.ncols(), m.host.nnz(), p.bytes());
     let gbps = if exec.timings.kernel_ns > 0 {
         min_bytes as f64 / exec.timings.kernel_ns as f64
@@ -643,7 +706,16 @@ pub async fn spmv(
     };
     let (verify, y) = verify;
     let server_ms = ms(t0);
-    s.log_request(record(&s, "/spmv", &m, &planned, p, Some(kernel_ms), server_ms, 200));
+    s.log_request(record(
+        &s,
+        "/spmv",
+        &m,
+        &planned,
+        p,
+        Some(kernel_ms),
+        server_ms,
+        200,
+    ));
 
     if wants_binary(&headers) {
         let bytes = match &y {
@@ -651,7 +723,10 @@ pub async fn spmv(
             YVec::F64(y) => y_binary(y),
         };
         let mut resp = (
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            )],
             bytes,
         )
             .into_response();

@@ -10,7 +10,10 @@ use crate::input::{x_in, Precision};
 use crate::metrics::{Gauges, Metrics};
 use crate::planner::{Planned, Planner};
 use crate::queue::DeviceQueue;
-use engine::{CopyBandwidth, DeviceInfo, DeviceMatrix, DeviceScalar, Engine, LaunchMode, PreparedPlan, Timings};
+use engine::{
+    CopyBandwidth, DeviceInfo, DeviceMatrix, DeviceScalar, Engine, LaunchMode, PreparedPlan,
+    Timings,
+};
 use sparse::{Csr, Features, Scalar};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -77,7 +80,11 @@ impl DeviceState {
 
     fn require(&self) -> Result<Arc<Engine>, ApiError> {
         self.engine.clone().ok_or_else(|| {
-            ApiError::NoDevice(self.unavailable.clone().unwrap_or_else(|| "none was opened".into()))
+            ApiError::NoDevice(
+                self.unavailable
+                    .clone()
+                    .unwrap_or_else(|| "none was opened".into()),
+            )
         })
     }
 }
@@ -174,7 +181,10 @@ pub fn device_bytes(a: &Csr<f64>, p: Precision) -> u64 {
 pub fn cast_checked<T: Scalar>(a: &Csr<f64>) -> Result<Csr<T>, ApiError> {
     let c = a.cast::<T>();
     c.check_finite().map_err(|e| {
-        ApiError::NonFinite(format!("{e} once converted to {} (the value overflows it)", T::NAME))
+        ApiError::NonFinite(format!(
+            "{e} once converted to {} (the value overflows it)",
+            T::NAME
+        ))
     })?;
     Ok(c)
 }
@@ -192,7 +202,12 @@ fn upload_typed<T: DeviceScalar>(
 }
 
 /// Uploads `a` in precision `p` and prepares `planned` (blocking; run on the device worker).
-pub fn upload_blocking(engine: &Engine, a: &Csr<f64>, p: Precision, planned: &Planned) -> Result<DeviceBuffers, ApiError> {
+pub fn upload_blocking(
+    engine: &Engine,
+    a: &Csr<f64>,
+    p: Precision,
+    planned: &Planned,
+) -> Result<DeviceBuffers, ApiError> {
     Ok(match p {
         Precision::F32 => {
             let (m, pp) = upload_typed::<f32>(engine, a, planned)?;
@@ -206,7 +221,11 @@ pub fn upload_blocking(engine: &Engine, a: &Csr<f64>, p: Precision, planned: &Pl
 }
 
 /// y = A x on the device (blocking; run on the device worker).
-pub fn execute_blocking(engine: &Engine, b: &DeviceBuffers, x: &[f64]) -> Result<Executed, ApiError> {
+pub fn execute_blocking(
+    engine: &Engine,
+    b: &DeviceBuffers,
+    x: &[f64],
+) -> Result<Executed, ApiError> {
     Ok(match b {
         DeviceBuffers::F32(m, pp) => {
             let xs = x_in::<f32>(x, m.ncols())?;
@@ -248,7 +267,12 @@ pub struct AppState(Arc<Inner>);
 impl AppState {
     /// Assembles the state from its parts (tests build it this way, with a shared
     /// device, an in-memory database and the planner of their choice).
-    pub fn new(config: Config, device: DeviceState, planner: Planner, store: Option<store::Store>) -> AppState {
+    pub fn new(
+        config: Config,
+        device: DeviceState,
+        planner: Planner,
+        store: Option<store::Store>,
+    ) -> AppState {
         let queue = DeviceQueue::start(config.queue_depth, config.retry_after_s, || ());
         AppState(Arc::new(Inner {
             limits: Limits::from(&config),
@@ -285,7 +309,10 @@ impl AppState {
                 .with_context(|| {
                     format!(
                         "opening the results database {}",
-                        config.database_url.as_deref().unwrap_or("(DATABASE_URL or spmv.db)")
+                        config
+                            .database_url
+                            .as_deref()
+                            .unwrap_or("(DATABASE_URL or spmv.db)")
                     )
                 })?;
             tracing::info!(location = %s.location(), "results database ready");
@@ -346,7 +373,9 @@ impl AppState {
 
     /// The uploaded matrix `id` (marking it recently used), or 404.
     pub fn cached(&self, id: &str) -> Result<Arc<StoredMatrix>, ApiError> {
-        self.cache().get(id).ok_or_else(|| ApiError::NotFound(id.to_string()))
+        self.cache()
+            .get(id)
+            .ok_or_else(|| ApiError::NotFound(id.to_string()))
     }
 
     /// The uploaded matrix `id` without touching its recency.
@@ -387,7 +416,9 @@ impl AppState {
     /// device memory the service may use (507, with the sizes), or a precision
     /// the device lacks (422).
     pub fn check_device_fit(&self, a: &Csr<f64>, p: Precision) -> Result<(), ApiError> {
-        let Some(info) = self.0.device.info() else { return Ok(()) };
+        let Some(info) = self.0.device.info() else {
+            return Ok(());
+        };
         if p == Precision::F64 && !info.fp64 {
             return Err(ApiError::Unprocessable(format!(
                 "device {} does not support f64 (no cl_khr_fp64); use precision=f32",
@@ -401,7 +432,12 @@ impl AppState {
         let need = device_bytes(a, p);
         if need > limit {
             return Err(ApiError::DeviceMemory {
-                what: format!("the {}x{} matrix with {} nonzeros in {p}, with x and y,", a.nrows(), a.ncols(), a.nnz()),
+                what: format!(
+                    "the {}x{} matrix with {} nonzeros in {p}, with x and y,",
+                    a.nrows(),
+                    a.ncols(),
+                    a.nnz()
+                ),
                 needed: need,
                 available: limit,
                 device: info.name.clone(),
@@ -412,7 +448,10 @@ impl AppState {
 
     /// Plans `m` for precision `p` (blocking, cheap: features are already known).
     pub fn plan(&self, m: &StoredMatrix, p: Precision, explain: bool) -> Planned {
-        let pred = self.0.planner.plan(p, &m.features, m.host.row_ptr(), explain);
+        let pred = self
+            .0
+            .planner
+            .plan(p, &m.features, m.host.row_ptr(), explain);
         Planned {
             plan: pred.plan,
             binning: pred.binning,
@@ -424,7 +463,11 @@ impl AppState {
     /// Makes sure `m` is on the device in precision `p`: plans, uploads and
     /// prepares it on first use, charging the device bytes to the cache.
     /// Returns the device state and whether this call created it.
-    pub async fn ensure_ready(&self, m: &Arc<StoredMatrix>, p: Precision) -> Result<(Arc<Ready>, bool), ApiError> {
+    pub async fn ensure_ready(
+        &self,
+        m: &Arc<StoredMatrix>,
+        p: Precision,
+    ) -> Result<(Arc<Ready>, bool), ApiError> {
         if let Some(r) = m.ready(p) {
             return Ok((r, false));
         }
@@ -504,7 +547,9 @@ impl AppState {
 
     /// Writes a served request to the results database, off the request's path.
     pub fn log_request(&self, r: store::RequestRecord) {
-        let Some(db) = self.0.store.clone() else { return };
+        let Some(db) = self.0.store.clone() else {
+            return;
+        };
         let state = self.clone();
         tokio::spawn(async move {
             if let Err(e) = db.log_request(&r).await {

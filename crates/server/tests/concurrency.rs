@@ -15,11 +15,21 @@ async fn many_simultaneous_spmv_on_several_matrices_are_all_correct() {
         return;
     }
     let (app, _) = test_app(&["--queue-depth", "256"]).await;
-    let mats: Vec<_> = (0..4).map(|i| random_matrix(400 + 100 * i, 300, 100 + i as u64)).collect();
+    let mats: Vec<_> = (0..4)
+        .map(|i| random_matrix(400 + 100 * i, 300, 100 + i as u64))
+        .collect();
     let mut ids = Vec::new();
     for (i, a) in mats.iter().enumerate() {
         let p = if i % 2 == 0 { "f32" } else { "f64" };
-        let r = send(&app, post(&format!("/matrices?precision={p}"), "text/plain", mm_text(a))).await;
+        let r = send(
+            &app,
+            post(
+                &format!("/matrices?precision={p}"),
+                "text/plain",
+                mm_text(a),
+            ),
+        )
+        .await;
         assert_eq!(r.status, 201);
         ids.push(r.json()["id"].as_str().unwrap().to_string());
     }
@@ -33,7 +43,12 @@ async fn many_simultaneous_spmv_on_several_matrices_are_all_correct() {
             let x = random_x(300, k);
             let body = json!({"matrix_id": ids[i], "x": x, "precision": p});
             let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
-            assert_eq!(r.status, 200, "call {k}: {}", String::from_utf8_lossy(&r.body));
+            assert_eq!(
+                r.status,
+                200,
+                "call {k}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
             let y = y_of(&r.json());
             match p {
                 "f32" => check_y::<f32>(&mats[i], &x, &y),
@@ -61,7 +76,9 @@ async fn a_full_queue_answers_503_with_retry_after() {
     let (release, wait) = std::sync::mpsc::channel::<()>();
     let s2 = state.clone();
     let slow = tokio::spawn(async move {
-        s2.queue().run(move |_| wait.recv().expect("released")).await
+        s2.queue()
+            .run(move |_| wait.recv().expect("released"))
+            .await
     });
     while state.queue().in_flight() == 0 {
         tokio::task::yield_now().await;
@@ -87,7 +104,12 @@ async fn a_full_queue_answers_503_with_retry_after() {
 async fn a_depth_zero_queue_refuses_all_device_work_but_not_predict() {
     let (app, state) = test_app(&["--queue-depth", "0"]).await;
     let a = random_matrix(50, 50, 21);
-    assert_eq!(send(&app, post("/predict", "text/plain", mm_text(&a))).await.status, 200);
+    assert_eq!(
+        send(&app, post("/predict", "text/plain", mm_text(&a)))
+            .await
+            .status,
+        200
+    );
     if state.device().engine.is_none() {
         eprintln!("SKIP the /spmv half: no OpenCL platform");
         return;
@@ -119,10 +141,23 @@ async fn cache_evicts_least_recently_used_then_404() {
     let r = send(&app, get(&format!("/matrices/{}", b.content_hash()))).await;
     assert_eq!(r.status, 404, "b should have been evicted");
     assert_eq!(r.error().0, "matrix_not_found");
-    let r = send(&app, post("/spmv", "application/json", json!({"matrix_id": b.content_hash(), "x": random_x(200, 1)}).to_string())).await;
+    let r = send(
+        &app,
+        post(
+            "/spmv",
+            "application/json",
+            json!({"matrix_id": b.content_hash(), "x": random_x(200, 1)}).to_string(),
+        ),
+    )
+    .await;
     assert_eq!(r.status, 404);
     for m in [&a, &c] {
-        assert_eq!(send(&app, get(&format!("/matrices/{}", m.content_hash()))).await.status, 200);
+        assert_eq!(
+            send(&app, get(&format!("/matrices/{}", m.content_hash())))
+                .await
+                .status,
+            200
+        );
     }
     assert_eq!(state.gauges().cache_bytes, a.bytes() + c.bytes());
 }
@@ -134,16 +169,44 @@ async fn cache_evicts_device_buffers_too() {
     }
     let a = random_matrix(300, 300, 40);
     let b = random_matrix(300, 300, 41);
-    let per = |m: &sparse::Csr<f64>| m.bytes() as u64 + server::state::device_bytes(m, server::input::Precision::F64);
+    let per = |m: &sparse::Csr<f64>| {
+        m.bytes() as u64 + server::state::device_bytes(m, server::input::Precision::F64)
+    };
     // Room for one matrix with its f64 device buffers, not two.
     let cap = (per(&a).max(per(&b)) * 3 / 2).to_string();
     let (app, state) = test_app(&["--cache-bytes", &cap]).await;
-    assert_eq!(send(&app, post("/matrices", "text/plain", mm_text(&a))).await.status, 201);
-    assert_eq!(send(&app, post("/matrices", "text/plain", mm_text(&b))).await.status, 201);
+    assert_eq!(
+        send(&app, post("/matrices", "text/plain", mm_text(&a)))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        send(&app, post("/matrices", "text/plain", mm_text(&b)))
+            .await
+            .status,
+        201
+    );
     let x = random_x(300, 2);
-    let r = send(&app, post("/spmv", "application/json", json!({"matrix_id": a.content_hash(), "x": x}).to_string())).await;
+    let r = send(
+        &app,
+        post(
+            "/spmv",
+            "application/json",
+            json!({"matrix_id": a.content_hash(), "x": x}).to_string(),
+        ),
+    )
+    .await;
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
-    let r = send(&app, post("/spmv", "application/json", json!({"matrix_id": b.content_hash(), "x": x}).to_string())).await;
+    let r = send(
+        &app,
+        post(
+            "/spmv",
+            "application/json",
+            json!({"matrix_id": b.content_hash(), "x": x}).to_string(),
+        ),
+    )
+    .await;
     assert_eq!(r.status, 200);
     check_y::<f64>(&b, &x, &y_of(&r.json()));
     assert!(state.gauges().cache_bytes as u64 <= per(&a).max(per(&b)) * 3 / 2);

@@ -26,7 +26,11 @@ async fn predict_takes_matrix_market_gzip_and_json_csr_alike() {
         ("text/plain", mm_text(&a).into_bytes(), None),
         ("text/plain", mm_gzip(&a), None),
         ("text/plain", mm_gzip(&a), Some("gzip")),
-        ("application/json", serde_json::to_vec(&csr_json(&a)).unwrap(), None),
+        (
+            "application/json",
+            serde_json::to_vec(&csr_json(&a)).unwrap(),
+            None,
+        ),
     ];
     let mut plans = Vec::new();
     for (ct, body, enc) in bodies {
@@ -40,16 +44,27 @@ async fn predict_takes_matrix_market_gzip_and_json_csr_alike() {
         assert_eq!(v["matrix"]["id"], id);
         assert_eq!(v["matrix"]["nnz"], a.nnz());
         assert_eq!(v["features"]["rows"], 300.0);
-        assert_eq!(v["features"].as_object().unwrap().len(), sparse::FEATURE_NAMES.len());
+        assert_eq!(
+            v["features"].as_object().unwrap().len(),
+            sparse::FEATURE_NAMES.len()
+        );
         for t in ["parse", "features", "predict", "total"] {
             assert!(v["timings_ms"][t].as_f64().unwrap() >= 0.0, "{t}");
         }
         assert!(v.get("explanation").is_none());
         plans.push(v["plan"].clone());
     }
-    assert!(plans.windows(2).all(|w| w[0] == w[1]), "same matrix, same plan: {plans:?}");
+    assert!(
+        plans.windows(2).all(|w| w[0] == w[1]),
+        "same matrix, same plan: {plans:?}"
+    );
     // The plan covers every row once.
-    let rows: u64 = plans[0]["bins"].as_array().unwrap().iter().map(|b| b["rows"].as_u64().unwrap()).sum();
+    let rows: u64 = plans[0]["bins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["rows"].as_u64().unwrap())
+        .sum();
     assert_eq!(rows, 300);
 }
 
@@ -58,7 +73,15 @@ async fn predict_explains_and_names_the_selector_in_both_precisions() {
     let (app, state) = test_app(&[]).await;
     let a = random_matrix(100, 100, 2);
     for p in PRECISIONS {
-        let r = send(&app, post(&format!("/predict?explain=true&precision={p}"), "text/plain", mm_text(&a))).await;
+        let r = send(
+            &app,
+            post(
+                &format!("/predict?explain=true&precision={p}"),
+                "text/plain",
+                mm_text(&a),
+            ),
+        )
+        .await;
         assert_eq!(r.status, 200);
         let v = r.json();
         assert_eq!(v["precision"], p);
@@ -71,7 +94,10 @@ async fn predict_explains_and_names_the_selector_in_both_precisions() {
         assert_eq!(model["id"], used.id);
         if model["kind"] == "rule" {
             assert_eq!(model["fallback"], true);
-            assert!(model["reason"].as_str().unwrap().contains("rule baseline"), "{model}");
+            assert!(
+                model["reason"].as_str().unwrap().contains("rule baseline"),
+                "{model}"
+            );
         } else {
             assert_eq!(model["precision"], p);
         }
@@ -87,7 +113,15 @@ async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
     let a = random_matrix(500, 400, 3);
     let x = random_x(400, 3);
     for p in PRECISIONS {
-        let r = send(&app, post(&format!("/matrices?precision={p}"), "text/plain", mm_text(&a))).await;
+        let r = send(
+            &app,
+            post(
+                &format!("/matrices?precision={p}"),
+                "text/plain",
+                mm_text(&a),
+            ),
+        )
+        .await;
         assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
         let v = r.json();
         let id = v["id"].as_str().unwrap().to_string();
@@ -105,7 +139,10 @@ async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
         assert_eq!(v["uploaded"], true);
         assert_eq!(v["verify"]["ok"], true, "{}", v["verify"]);
         assert!(v["timings_ms"]["kernel"].as_f64().unwrap() > 0.0);
-        assert!(v["timings_ms"]["device"].as_f64().unwrap() >= v["timings_ms"]["kernel"].as_f64().unwrap());
+        assert!(
+            v["timings_ms"]["device"].as_f64().unwrap()
+                >= v["timings_ms"]["kernel"].as_f64().unwrap()
+        );
         assert!(v["gbps"].as_f64().unwrap() > 0.0);
         check_by_precision(p, &a, &x, &y_of(&v));
 
@@ -124,8 +161,16 @@ async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
         assert_eq!(r.headers["content-type"], "application/octet-stream");
         assert_eq!(r.headers["x-matrix-id"], id.as_str());
         let y: Vec<f64> = match p {
-            "f32" => r.body.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
-            _ => r.body.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            "f32" => r
+                .body
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+                .collect(),
+            _ => r
+                .body
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
         };
         assert_eq!(y.len(), 500);
         check_by_precision(p, &a, &x, &y);
@@ -134,7 +179,12 @@ async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
     let r = send(&app, get(&format!("/matrices/{}", a.content_hash()))).await;
     assert_eq!(r.status, 200);
     let v = r.json();
-    let mut ps: Vec<&str> = v["uploaded"].as_array().unwrap().iter().map(|u| u["precision"].as_str().unwrap()).collect();
+    let mut ps: Vec<&str> = v["uploaded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["precision"].as_str().unwrap())
+        .collect();
     ps.sort();
     assert_eq!(ps, vec!["f32", "f64"]);
     assert_eq!(v["matrix"]["nnz"], a.nnz());
@@ -160,7 +210,15 @@ async fn spmv_inline_json_text_json_csr_and_multipart() {
 
         // JSON with a CSR object, precision in the query.
         let body = json!({"matrix": csr_json(&a), "x": x});
-        let r = send(&app, post(&format!("/spmv?precision={p}&verify=true"), "application/json", body.to_string())).await;
+        let r = send(
+            &app,
+            post(
+                &format!("/spmv?precision={p}&verify=true"),
+                "application/json",
+                body.to_string(),
+            ),
+        )
+        .await;
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         let v = r.json();
         assert_eq!(v["precision"], p);
@@ -172,9 +230,23 @@ async fn spmv_inline_json_text_json_csr_and_multipart() {
         let mut body = Vec::new();
         body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"matrix\"; filename=\"a.mtx.gz\"\r\nContent-Type: application/gzip\r\n\r\n").as_bytes());
         body.extend_from_slice(&mm_gzip(&a));
-        body.extend_from_slice(format!("\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n{}\r\n", serde_json::to_string(&x).unwrap()).as_bytes());
+        body.extend_from_slice(
+            format!(
+                "\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n{}\r\n",
+                serde_json::to_string(&x).unwrap()
+            )
+            .as_bytes(),
+        );
         body.extend_from_slice(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"precision\"\r\n\r\n{p}\r\n--{boundary}--\r\n").as_bytes());
-        let r = send(&app, post("/spmv", &format!("multipart/form-data; boundary={boundary}"), body)).await;
+        let r = send(
+            &app,
+            post(
+                "/spmv",
+                &format!("multipart/form-data; boundary={boundary}"),
+                body,
+            ),
+        )
+        .await;
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         let v = r.json();
         assert_eq!(v["precision"], p);
@@ -193,7 +265,10 @@ async fn awkward_matrices_multiply_correctly() {
         ("all rows empty", sparse::gen::all_rows_empty(50).unwrap()),
         ("one huge row", sparse::gen::one_huge_row(5000).unwrap()),
         ("tall thin", sparse::gen::tall_thin(3000, 3).unwrap()),
-        ("many empty rows", sparse::gen::many_empty_rows(2000, 0.7, 5).unwrap()),
+        (
+            "many empty rows",
+            sparse::gen::many_empty_rows(2000, 0.7, 5).unwrap(),
+        ),
         ("power law", sparse::gen::power_law(3000, 8.0, 6).unwrap()),
     ];
     for (name, a) in cases {
@@ -201,7 +276,12 @@ async fn awkward_matrices_multiply_correctly() {
         for p in PRECISIONS {
             let body = json!({"matrix": csr_json(&a), "x": x, "precision": p, "verify": true});
             let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
-            assert_eq!(r.status, 200, "{name} {p}: {}", String::from_utf8_lossy(&r.body));
+            assert_eq!(
+                r.status,
+                200,
+                "{name} {p}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
             let v = r.json();
             assert_eq!(v["verify"]["ok"], true, "{name} {p}");
             check_by_precision(p, &a, &x, &y_of(&v));
@@ -216,8 +296,15 @@ async fn delete_then_404() {
     let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let id = r.json()["id"].as_str().unwrap().to_string();
-    assert_eq!(send(&app, get(&format!("/matrices/{id}"))).await.status, 200);
-    let del = || Request::delete(format!("/matrices/{id}")).body(Body::empty()).unwrap();
+    assert_eq!(
+        send(&app, get(&format!("/matrices/{id}"))).await.status,
+        200
+    );
+    let del = || {
+        Request::delete(format!("/matrices/{id}"))
+            .body(Body::empty())
+            .unwrap()
+    };
     assert_eq!(send(&app, del()).await.status, 204);
     let r = send(&app, del()).await;
     assert_eq!(r.status, 404);
@@ -258,11 +345,23 @@ async fn info_routes() {
     send(&app, post("/predict", "text/plain", "garbage")).await;
     let r = send(&app, get("/metrics")).await;
     assert_eq!(r.status, 200);
-    assert!(r.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(r.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
     let t = String::from_utf8(r.body.to_vec()).unwrap();
-    assert!(t.contains("spmv_http_requests_total{route=\"/predict\",method=\"POST\",status=\"200\"} 1"), "{t}");
-    assert!(t.contains("spmv_http_requests_total{route=\"/predict\",method=\"POST\",status=\"400\"} 1"), "{t}");
-    assert!(t.contains("spmv_http_request_duration_seconds_count{route=\"/predict\"} 2"), "{t}");
+    assert!(
+        t.contains("spmv_http_requests_total{route=\"/predict\",method=\"POST\",status=\"200\"} 1"),
+        "{t}"
+    );
+    assert!(
+        t.contains("spmv_http_requests_total{route=\"/predict\",method=\"POST\",status=\"400\"} 1"),
+        "{t}"
+    );
+    assert!(
+        t.contains("spmv_http_request_duration_seconds_count{route=\"/predict\"} 2"),
+        "{t}"
+    );
     assert!(t.contains("spmv_cache_bytes "), "{t}");
 }
 
@@ -275,20 +374,44 @@ async fn openapi_document_is_json_and_every_path_is_routed() {
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
     let paths = doc["paths"].as_object().unwrap();
     let mut expected = vec![
-        "/predict", "/matrices", "/matrices/{id}", "/spmv", "/healthz", "/device", "/models", "/metrics", "/openapi.json",
+        "/predict",
+        "/matrices",
+        "/matrices/{id}",
+        "/spmv",
+        "/healthz",
+        "/device",
+        "/models",
+        "/metrics",
+        "/openapi.json",
     ];
     expected.sort();
     let mut listed: Vec<&str> = paths.keys().map(String::as_str).collect();
     listed.sort();
     assert_eq!(listed, expected);
     for (path, ops) in paths {
-        for method in ops.as_object().unwrap().keys().filter(|k| ["get", "post", "delete", "put", "patch"].contains(&k.as_str())) {
+        for method in ops
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| ["get", "post", "delete", "put", "patch"].contains(&k.as_str()))
+        {
             let uri = path.replace("{id}", "0000");
-            let req = Request::builder().method(method.to_uppercase().as_str()).uri(uri).body(Body::empty()).unwrap();
+            let req = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(uri)
+                .body(Body::empty())
+                .unwrap();
             let r = send(&app, req).await;
-            assert_ne!(r.status, 405, "{method} {path} is documented but not routed");
+            assert_ne!(
+                r.status, 405,
+                "{method} {path} is documented but not routed"
+            );
             if r.status == 404 {
-                assert_ne!(r.error().0, "no_route", "{method} {path} is documented but not routed");
+                assert_ne!(
+                    r.error().0,
+                    "no_route",
+                    "{method} {path} is documented but not routed"
+                );
             }
         }
     }
@@ -304,7 +427,12 @@ async fn served_requests_reach_the_results_database() {
     let x = random_x(80, 10);
     send(&app, post("/predict", "text/plain", mm_text(&a))).await;
     let body = json!({"matrix": mm_text(&a), "x": x, "precision": "f32"});
-    assert_eq!(send(&app, post("/spmv", "application/json", body.to_string())).await.status, 200);
+    assert_eq!(
+        send(&app, post("/spmv", "application/json", body.to_string()))
+            .await
+            .status,
+        200
+    );
     let db = state.store().unwrap();
     // Logging is off the request path: wait for both rows to land.
     let mut rows = Vec::new();
@@ -316,13 +444,22 @@ async fn served_requests_reach_the_results_database() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert_eq!(rows.len(), 2, "{rows:?}");
-    let spmv = rows.iter().find(|r| r.record.route == "/spmv").expect("an /spmv row");
-    assert_eq!(spmv.record.matrix_hash.as_deref(), Some(a.content_hash().as_str()));
+    let spmv = rows
+        .iter()
+        .find(|r| r.record.route == "/spmv")
+        .expect("an /spmv row");
+    assert_eq!(
+        spmv.record.matrix_hash.as_deref(),
+        Some(a.content_hash().as_str())
+    );
     assert!(spmv.record.kernel_ms.unwrap() > 0.0);
     assert!(spmv.record.plan.is_some());
     assert!(spmv.record.features.is_some());
     assert_eq!(spmv.record.precision, Some(store::Precision::F32));
     assert_eq!(spmv.record.status, 200);
-    let predict = rows.iter().find(|r| r.record.route == "/predict").expect("a /predict row");
+    let predict = rows
+        .iter()
+        .find(|r| r.record.route == "/predict")
+        .expect("a /predict row");
     assert!(predict.record.kernel_ms.is_none());
 }

@@ -57,9 +57,15 @@ pub async fn test_app(flags: &[&str]) -> (Router, AppState) {
 /// An app on the given device.
 pub async fn test_app_with(flags: &[&str], device: DeviceState) -> (Router, AppState) {
     let cfg = config(flags);
-    let device = if cfg.no_device { DeviceState::none("disabled by --no-device") } else { device };
+    let device = if cfg.no_device {
+        DeviceState::none("disabled by --no-device")
+    } else {
+        device
+    };
     let planner = Planner::load(&models_dir(), device.name());
-    let store = store::Store::open_in_memory().await.expect("in-memory database");
+    let store = store::Store::open_in_memory()
+        .await
+        .expect("in-memory database");
     let state = AppState::new(cfg, device, planner, Some(store));
     (app(state.clone()), state)
 }
@@ -82,19 +88,35 @@ impl Resp {
     pub fn error(&self) -> (String, String) {
         let v = self.json();
         (
-            v["error"]["code"].as_str().unwrap_or_else(|| panic!("no error code in {v}")).to_string(),
-            v["error"]["message"].as_str().unwrap_or_else(|| panic!("no error message in {v}")).to_string(),
+            v["error"]["code"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no error code in {v}"))
+                .to_string(),
+            v["error"]["message"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no error message in {v}"))
+                .to_string(),
         )
     }
 }
 
 /// Sends a request through the app without a socket.
 pub async fn send(app: &Router, req: Request<Body>) -> Resp {
-    let resp = app.clone().oneshot(req).await.expect("the router never fails");
+    let resp = app
+        .clone()
+        .oneshot(req)
+        .await
+        .expect("the router never fails");
     let status = resp.status();
     let headers = resp.headers().clone();
-    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
-    Resp { status, headers, body }
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    Resp {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// `POST uri` with a content type and body.
@@ -118,7 +140,7 @@ pub fn random_matrix(nrows: usize, ncols: usize, seed: u64) -> Csr<f64> {
     for i in 0..nrows {
         let len = match rng.gen_range(0..10) {
             0 => 0,
-            1 => rng.gen_range(20..(ncols.min(200).max(21))),
+            1 => rng.gen_range(20..ncols.clamp(21, 200)),
             _ => rng.gen_range(1..6),
         };
         for _ in 0..len {

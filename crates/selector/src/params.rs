@@ -16,7 +16,9 @@ pub enum Weighting {
     /// The label is the fastest candidate; every sample weighs 1.
     Plain,
     /// The label is a canonical choice among the candidates within `tie_tolerance` of
-    /// the best (see [`crate::labels`]); every sample weighs 1.
+    /// the best: a greedy cover of the near-best sets (the class near-best for the
+    /// most samples labels all of them, then the same on the rest), so the tree sees
+    /// the same label for bins where the same kernels tie; every sample weighs 1.
     TieRelabel,
     /// The label is the fastest candidate; a sample weighs the time lost when it is
     /// predicted wrong (mean relative loss of the alternatives, capped).

@@ -186,7 +186,7 @@ impl Features {
         FEATURE_NAMES
             .iter()
             .position(|n| *n == name)
-            .map(|i| self.values[i])
+            .and_then(|i| self.values.get(i).copied())
     }
 
     /// Name -> value, for JSON output.

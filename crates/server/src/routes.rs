@@ -401,7 +401,8 @@ pub async fn delete_matrix(
     }
 }
 
-/// The JSON body of /spmv.
+/// The JSON body of /spmv: the matrix as `matrix` (Matrix Market text or a CSR
+/// object), as `matrix_id`, or as CSR fields at the top level beside `x`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpmvJson {
@@ -410,6 +411,39 @@ struct SpmvJson {
     x: Option<Vec<f64>>,
     precision: Option<String>,
     verify: Option<bool>,
+    nrows: Option<u64>,
+    ncols: Option<u64>,
+    row_ptr: Option<Vec<u64>>,
+    col_idx: Option<Vec<u64>>,
+    values: Option<Vec<f64>>,
+}
+
+impl SpmvJson {
+    /// The top-level CSR fields as one matrix, when any is given (all five are then needed).
+    fn flat_csr(&mut self) -> Result<Option<crate::input::CsrJson>, ApiError> {
+        let any = self.nrows.is_some()
+            || self.ncols.is_some()
+            || self.row_ptr.is_some()
+            || self.col_idx.is_some()
+            || self.values.is_some();
+        if !any {
+            return Ok(None);
+        }
+        if self.matrix.is_some() {
+            return Err(ApiError::BadRequest(
+                "give the matrix either as 'matrix' or as top-level CSR fields, not both".into(),
+            ));
+        }
+        let missing =
+            |f: &str| ApiError::Unprocessable(format!("top-level CSR matrix without '{f}'"));
+        Ok(Some(crate::input::CsrJson {
+            nrows: self.nrows.take().ok_or_else(|| missing("nrows"))?,
+            ncols: self.ncols.take().ok_or_else(|| missing("ncols"))?,
+            row_ptr: self.row_ptr.take().ok_or_else(|| missing("row_ptr"))?,
+            col_idx: self.col_idx.take().ok_or_else(|| missing("col_idx"))?,
+            values: self.values.take().ok_or_else(|| missing("values"))?,
+        }))
+    }
 }
 
 enum Source {
@@ -483,10 +517,15 @@ async fn parse_spmv(
     match body_kind(headers, &bytes)? {
         BodyKind::Json => {
             blocking(move || {
-                let doc: SpmvJson = serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
+                let mut doc: SpmvJson =
+                    serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
                 drop(bytes);
                 let precision = doc.precision.as_deref().map(str::parse).transpose()?;
-                let matrix = doc.matrix.map(|v| parse_matrix_value(v, &limits)).transpose()?;
+                let flat = doc.flat_csr()?;
+                let matrix = match flat {
+                    Some(c) => Some(c.into_csr(&limits)?),
+                    None => doc.matrix.take().map(|v| parse_matrix_value(v, &limits)).transpose()?,
+                };
                 assemble(&q, matrix, doc.matrix_id, doc.x, precision, doc.verify)
             })
             .await

@@ -255,6 +255,27 @@ async fn spmv_inline_json_text_json_csr_and_multipart() {
 }
 
 #[tokio::test]
+async fn spmv_with_csr_fields_at_the_top_level_as_in_the_readme() {
+    if !have_device("spmv_with_csr_fields_at_the_top_level") {
+        return;
+    }
+    let (app, _) = test_app(&[]).await;
+    let body = r#"{"nrows":2,"ncols":2,"row_ptr":[0,1,2],"col_idx":[0,1],"values":[2,3],"x":[1,1],"verify":true}"#;
+    let r = send(&app, post("/spmv", "application/json", body)).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(y_of(&v), vec![2.0, 3.0]);
+    assert_eq!(v["verify"]["ok"], true);
+    let r = send(
+        &app,
+        post("/spmv", "application/json", r#"{"nrows":2,"x":[1,1]}"#),
+    )
+    .await;
+    assert_eq!(r.status, 422);
+    assert!(r.error().1.contains("without 'ncols'"), "{:?}", r.error());
+}
+
+#[tokio::test]
 async fn awkward_matrices_multiply_correctly() {
     if !have_device("awkward_matrices") {
         return;

@@ -5,7 +5,7 @@ use crate::input::{
     body_kind, parse_json_csr, parse_matrix_body, parse_matrix_market, parse_matrix_value,
     parse_x_binary, parse_x_json, read_body, wants_binary, y_binary, BodyKind, Precision, Query,
 };
-use crate::planner::{ModelUsed, PlanView, Planned};
+use crate::planner::{PlanView, Planned};
 use crate::state::{
     cast_checked, device_bytes, execute_blocking, upload_blocking, AppState, Executed, Ready,
     StoredMatrix, YVec,
@@ -309,9 +309,13 @@ pub async fn upload(
     }
     // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
     s.check_device_fit(&m.host, p)?;
-    if p == Precision::F32 {
-        cast_checked::<f32>(&m.host)?;
-    }
+    let m = blocking(move || {
+        if p == Precision::F32 {
+            cast_checked::<f32>(&m.host)?;
+        }
+        Ok(m)
+    })
+    .await?;
     let (m, existed) = s.insert(m)?;
     let (ready, created) = if s.device().engine.is_some() {
         match s.ensure_ready(&m, p).await {
@@ -682,11 +686,12 @@ pub async fn spmv(
             found: x.len(),
         });
     }
-    if p == Precision::F32 {
-        crate::input::x_in::<f32>(&x, m.host.ncols())?;
-    } else {
-        crate::input::x_in::<f64>(&x, m.host.ncols())?;
-    }
+    let (x2, ncols) = (x.clone(), m.host.ncols());
+    blocking(move || match p {
+        Precision::F32 => crate::input::x_in::<f32>(&x2, ncols).map(drop),
+        Precision::F64 => crate::input::x_in::<f64>(&x2, ncols).map(drop),
+    })
+    .await?;
     s.device()
         .engine
         .as_ref()
@@ -757,10 +762,13 @@ pub async fn spmv(
     ));
 
     if wants_binary(&headers) {
-        let bytes = match &y {
-            YVec::F32(y) => y_binary(y),
-            YVec::F64(y) => y_binary(y),
-        };
+        let bytes = blocking(move || {
+            Ok(match &y {
+                YVec::F32(y) => y_binary(y),
+                YVec::F64(y) => y_binary(y),
+            })
+        })
+        .await?;
         let mut resp = (
             [(
                 header::CONTENT_TYPE,
@@ -788,19 +796,14 @@ pub async fn spmv(
         }
         return Ok(resp);
     }
-    let y_json = match &y {
-        YVec::F32(y) => json!(y),
-        YVec::F64(y) => json!(y),
-    };
-    let model: &ModelUsed = &planned.model;
-    Ok(Json(json!({
+    // y can be large: the JSON body is built off the runtime.
+    let head = json!({
         "matrix_id": m.id,
         "matrix": matrix_json(&m),
         "precision": p.name(),
         "uploaded": cached,
-        "y": y_json,
         "plan": PlanView::of(&planned.plan, &planned.binning),
-        "model": model,
+        "model": &planned.model,
         "launches": exec.launches,
         "timings_ms": {
             "kernel": kernel_ms,
@@ -811,6 +814,22 @@ pub async fn spmv(
         "gbps": gbps,
         "min_bytes": min_bytes,
         "verify": verify,
-    }))
-    .into_response())
+    });
+    let body = blocking(move || {
+        let mut head = head;
+        head["y"] = match &y {
+            YVec::F32(y) => json!(y),
+            YVec::F64(y) => json!(y),
+        };
+        serde_json::to_vec(&head).map_err(ApiError::internal)
+    })
+    .await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
 }

@@ -3,6 +3,7 @@
 //! in SpMV-equivalents. Prints figures; asserts nothing.
 
 use anyhow::{bail, Context};
+use sparse::gen::Family;
 use sparse::mm::{gunzip, read_bytes, ReadOptions};
 use sparse::spmv::spmv_ref;
 use sparse::{Binning, Features, Scheme};
@@ -26,7 +27,15 @@ pub struct Args {
     /// Skip the scipy comparison.
     #[arg(long)]
     no_scipy: bool,
+    /// Also generate a stencil, a power-law graph and a road-like matrix of about
+    /// this many nonzeros, written as Matrix Market text (0: none). The analysis
+    /// overhead target (under 0.5 SpMV-equivalents) is for matrices above 1M nonzeros.
+    #[arg(long, default_value_t = 2_000_000)]
+    generated: usize,
 }
+
+/// The generator families benchmarked with `--generated`.
+const GENERATED: [Family; 3] = [Family::Stencil3d27, Family::PowerLaw, Family::RoadLike];
 
 /// The shared matrices folder the defaults come from.
 fn default_dir() -> PathBuf {
@@ -92,6 +101,7 @@ struct Row {
     nnz: usize,
     ours_s: f64,
     ours_gz_s: f64,
+    features: f64,
     analysis_u10: f64,
     analysis_single: f64,
     scipy: Option<ScipyTimes>,
@@ -161,20 +171,35 @@ fn scipy_times(pairs: &[(PathBuf, PathBuf)], repeat: usize) -> anyhow::Result<Ve
         .collect()
 }
 
-fn measure(path: &Path, repeat: usize) -> anyhow::Result<(Row, Vec<u8>)> {
+/// Reads a file and its decompressed text.
+fn load(path: &Path) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
     let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let text = if raw.starts_with(&[0x1f, 0x8b]) {
         gunzip(&raw)?
     } else {
         raw.clone()
     };
+    Ok((raw, text))
+}
+
+/// A generated matrix as Matrix Market text and its gzip compression.
+fn generate(family: Family, nnz: usize) -> anyhow::Result<(String, Vec<u8>, Vec<u8>)> {
+    let a = family.generate(nnz, 42)?;
+    let mut text = Vec::new();
+    sparse::mm::write(&a, &mut text)?;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &text)?;
+    let name = format!("gen:{}:{}", family.name(), a.nnz());
+    Ok((name, gz.finish()?, text))
+}
+
+fn measure(name: String, raw: &[u8], text: &[u8], repeat: usize) -> anyhow::Result<Row> {
     let opts = ReadOptions {
         complex_real_part: true,
     };
-    let a =
-        read_bytes::<f64>(&text, &opts).with_context(|| format!("parsing {}", path.display()))?;
-    let ours_s = best_of(repeat, || read_bytes::<f64>(&text, &opts).map(|m| m.nnz()));
-    let ours_gz_s = best_of(repeat, || read_bytes::<f64>(&raw, &opts).map(|m| m.nnz()));
+    let a = read_bytes::<f64>(text, &opts).with_context(|| format!("parsing {name}"))?;
+    let ours_s = best_of(repeat, || read_bytes::<f64>(text, &opts).map(|m| m.nnz()));
+    let ours_gz_s = best_of(repeat, || read_bytes::<f64>(raw, &opts).map(|m| m.nnz()));
     let x: Vec<f64> = (0..a.ncols())
         .map(|i| 1.0 + (i % 17) as f64 * 0.125)
         .collect();
@@ -186,21 +211,17 @@ fn measure(path: &Path, repeat: usize) -> anyhow::Result<(Row, Vec<u8>)> {
     let single_s = best_of(repeat, || {
         Binning::new(a.row_ptr(), Scheme::Single).num_bins()
     });
-    let name = path.file_name().map_or_else(
-        || path.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let row = Row {
+    Ok(Row {
         name,
         text_mb: text.len() as f64 / 1e6,
         nnz: a.nnz(),
         ours_s,
         ours_gz_s,
+        features: features_s / spmv_s,
         analysis_u10: (features_s + u10_s) / spmv_s,
         analysis_single: (features_s + single_s) / spmv_s,
         scipy: None,
-    };
-    Ok((row, text))
+    })
 }
 
 fn geomean(v: impl Iterator<Item = f64>) -> f64 {
@@ -221,11 +242,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&tmp)?;
     let mut pairs = Vec::new();
     for (k, f) in files.iter().enumerate() {
-        let (row, text) = measure(f, args.repeat)?;
+        let (raw, text) = load(f)?;
+        let name = f.file_name().map_or_else(
+            || f.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        rows.push(measure(name, &raw, &text, args.repeat)?);
         let copy = tmp.join(format!("{k}.mtx"));
         std::fs::write(&copy, &text)?;
         pairs.push((copy, f.clone()));
-        rows.push(row);
+    }
+    if args.generated > 0 {
+        for (k, family) in GENERATED.into_iter().enumerate() {
+            let (name, raw, text) = generate(family, args.generated)?;
+            rows.push(measure(name, &raw, &text, args.repeat)?);
+            let (copy, gz) = (
+                tmp.join(format!("gen{k}.mtx")),
+                tmp.join(format!("gen{k}.mtx.gz")),
+            );
+            std::fs::write(&copy, &text)?;
+            std::fs::write(&gz, &raw)?;
+            pairs.push((copy, gz));
+        }
     }
     let scipy = if args.no_scipy {
         Err("skipped (--no-scipy)".to_string())
@@ -246,7 +284,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     println!();
     println!(
-        "{:<40} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}",
+        "{:<40} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9}",
         "file",
         "text MB",
         "nnz",
@@ -257,6 +295,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "sp+csr",
         "ratio",
         "ratioGz",
+        "feat",
         "an.U10",
         "an.single"
     );
@@ -268,7 +307,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let spgz = r.scipy.map(|t| mbps(t.mmread_gz_s));
         let spcsr = r.scipy.map(|t| mbps(t.tocsr_s));
         println!(
-            "{:<40} {:>8.2} {:>10} {:>9.1} {:>9.1} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8.3} {:>8.3}",
+            "{:<40} {:>8.2} {:>10} {:>9.1} {:>9.1} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7.3} {:>7.3} {:>9.3}",
             r.name,
             r.text_mb,
             r.nnz,
@@ -279,6 +318,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             na(spcsr),
             nr(sp.map(|s| mbps(r.ours_s) / s)),
             nr(spgz.map(|s| mbps(r.ours_gz_s) / s)),
+            r.features,
             r.analysis_u10,
             r.analysis_single,
         );
@@ -296,6 +336,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!(
         "scipy: scipy.io.mmread to COO; sp+csr adds .tocsr(); +gz columns include decompression."
     );
-    println!("an.U10 / an.single: (features + binning with U=10 / single bin) time divided by one reference SpMV.");
+    println!("feat: features time / one reference SpMV; an.U10 / an.single: features + binning with U=10 / a single bin, / one SpMV.");
     Ok(())
 }

@@ -6,7 +6,7 @@
 //  * CSR-Stream (rows >= NUM_ROWS_STREAM, nnz <= NNZ_PER_WG): the products of
 //    the block's nonzeros are staged in local memory with coalesced loads, then
 //    reduced per row: by one work-item per row (scalar reduction) when the block
-//    has more rows than WG_SIZE / 2, else by a power-of-two group of work-items
+//    has more rows than ADAPTIVE_WG / 2, else by a power-of-two group of work-items
 //    per row followed by a logarithmic reduction (paper 003, Figure 3).
 //  * CSR-Vector (fewer rows): the whole work-group sums each row in turn.
 //  * CSR-VectorL (a row longer than NNZ_PER_WG * NNZ_MULTIPLIER, split over
@@ -21,6 +21,9 @@
 // Every read is inside [k_start, k_end) or row_ptr[row_start .. row_end]: no
 // kernel here reads past the matrix arrays.
 
+#ifndef ADAPTIVE_WG
+#define ADAPTIVE_WG 256
+#endif
 #ifndef NNZ_PER_WG
 #define NNZ_PER_WG 1024
 #endif
@@ -28,13 +31,13 @@
 #define NUM_ROWS_STREAM 1
 #endif
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(ADAPTIVE_WG, 1, 1)))
 void spmv_csr_adaptive(__global const uint4* blocks, __global const uint* slots,
                        __global const uint* row_ptr, __global const uint* col_idx,
                        __global const value_t* vals, __global const value_t* x,
                        __global value_t* y, __global value_t* partials) {
     __local value_t lds[NNZ_PER_WG];
-    __local value_t red[WG_SIZE];
+    __local value_t red[ADAPTIVE_WG];
     const uint lid = get_local_id(0);
     const uint4 b = blocks[get_group_id(0)];
     const uint row_start = b.x, row_end = b.y, k_start = b.z, k_end = b.w;
@@ -44,13 +47,13 @@ void spmv_csr_adaptive(__global const uint4* blocks, __global const uint* slots,
 
     if (slot == NONE && nrows >= NUM_ROWS_STREAM && nnz <= NNZ_PER_WG) {
         // CSR-Stream.
-        for (uint j = lid; j < nnz; j += WG_SIZE)
+        for (uint j = lid; j < nnz; j += ADAPTIVE_WG)
             lds[j] = vals[k_start + j] * x[col_idx[k_start + j]];
         barrier(CLK_LOCAL_MEM_FENCE);
         uint tpr = 1;
-        while (tpr * 2 * nrows <= WG_SIZE) tpr *= 2;
+        while (tpr * 2 * nrows <= ADAPTIVE_WG) tpr *= 2;
         if (tpr == 1) {
-            for (uint r = row_start + lid; r < row_end; r += WG_SIZE) {
+            for (uint r = row_start + lid; r < row_end; r += ADAPTIVE_WG) {
                 const uint e = row_ptr[r + 1] - k_start;
                 value_t s = 0;
                 for (uint j = row_ptr[r] - k_start; j < e; ++j) s += lds[j];
@@ -79,10 +82,10 @@ void spmv_csr_adaptive(__global const uint4* blocks, __global const uint* slots,
             const uint s0 = slot == NONE ? row_ptr[r] : k_start;
             const uint e0 = slot == NONE ? row_ptr[r + 1] : k_end;
             value_t s = 0;
-            for (uint k = s0 + lid; k < e0; k += WG_SIZE) s += vals[k] * x[col_idx[k]];
+            for (uint k = s0 + lid; k < e0; k += ADAPTIVE_WG) s += vals[k] * x[col_idx[k]];
             red[lid] = s;
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (uint off = WG_SIZE / 2; off > 0; off >>= 1) {
+            for (uint off = ADAPTIVE_WG / 2; off > 0; off >>= 1) {
                 if (lid < off) red[lid] += red[lid + off];
                 barrier(CLK_LOCAL_MEM_FENCE);
             }

@@ -5,6 +5,7 @@
 //   -DUSE_DOUBLE                when VALUE_TYPE is double (enables cl_khr_fp64)
 //   -DWG_SIZE=n                 work-group size of the row-list kernels
 //   -DVECTOR_WG=n               work-group size of the vector kernel (256)
+//   -DADAPTIVE_WG=n             work-group size of CSR-Adaptive
 //   -DNNZ_PER_WG=n -DNUM_ROWS_STREAM=n   CSR-Adaptive hyper-parameters
 //   -DMP_ITEMS=n                merge-path items (rows + nonzeros) per work-item
 //

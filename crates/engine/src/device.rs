@@ -55,13 +55,17 @@ fn kind_rank(t: DeviceType) -> (u8, &'static str) {
 pub fn list_devices() -> Result<Vec<(Platform, Device, DeviceInfo)>> {
     let ids = ocl::core::get_platform_ids().map_err(|e| EngineError::NoPlatform(e.to_string()))?;
     if ids.is_empty() {
-        return Err(EngineError::NoPlatform("the OpenCL loader lists no platform".into()));
+        return Err(EngineError::NoPlatform(
+            "the OpenCL loader lists no platform".into(),
+        ));
     }
     let mut out = Vec::new();
     for id in ids {
         let p = Platform::new(id);
         // A platform without devices (or a broken one) is skipped, not fatal.
-        let Ok(devs) = Device::list_all(p) else { continue };
+        let Ok(devs) = Device::list_all(p) else {
+            continue;
+        };
         for d in devs {
             if let Ok(info) = describe(&p, &d) {
                 out.push((p, d, info));
@@ -84,14 +88,22 @@ pub fn select(selector: Option<&str>) -> Result<(Platform, Device, DeviceInfo)> 
         .map(|(_, _, i)| format!("{} / {}", i.platform, i.name))
         .collect::<Vec<_>>()
         .join("; ");
-    let sel = selector.map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty());
+    let sel = selector
+        .map(|s| s.trim().to_lowercase())
+        .filter(|s| !s.is_empty());
     let found = all.into_iter().find(|(_, _, i)| match &sel {
         None => true,
-        Some(s) => format!("{} / {}", i.platform, i.name).to_lowercase().contains(s.as_str()),
+        Some(s) => format!("{} / {}", i.platform, i.name)
+            .to_lowercase()
+            .contains(s.as_str()),
     });
     found.ok_or_else(|| EngineError::NoDevice {
         selector: sel.unwrap_or_else(|| "any".into()),
-        available: if available.is_empty() { "none".into() } else { available },
+        available: if available.is_empty() {
+            "none".into()
+        } else {
+            available
+        },
     })
 }
 

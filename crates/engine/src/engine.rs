@@ -4,7 +4,7 @@
 
 use crate::device::{self, DeviceInfo, DEVICE_ENV};
 use crate::error::{EngineError, Result};
-use crate::kernels::{program_source, DeviceScalar, KernelParams, Precision};
+use crate::kernels::{program_source, DeviceScalar, KernelParams, Precision, PARAMS_ENV};
 use crate::matrix::DeviceMatrix;
 use crate::prepared::{bin_rows, build_steps, LaunchInfo, LaunchMode, PreparedPlan, RowSet};
 use ocl::enums::ProfilingInfo;
@@ -75,7 +75,11 @@ impl TimeStats {
             median_ms: median,
             min_ms: kernel.first().copied().unwrap_or(0.0),
             max_ms: kernel.last().copied().unwrap_or(0.0),
-            spread: if median > 0.0 { (q(&kernel, 0.75) - q(&kernel, 0.25)) / median } else { 0.0 },
+            spread: if median > 0.0 {
+                (q(&kernel, 0.75) - q(&kernel, 0.25)) / median
+            } else {
+                0.0
+            },
             wall_median_ms: q(&wall, 0.5),
         }
     }
@@ -104,6 +108,7 @@ pub struct Engine {
     context: Context,
     queue: Queue,
     programs: Mutex<HashMap<Precision, Program>>,
+    params: [KernelParams; 2],
     next_id: AtomicU64,
 }
 
@@ -116,21 +121,51 @@ fn event_ns(ev: &Event) -> Result<u64> {
 impl Engine {
     /// Opens a device: the first matching `selector` (a case-insensitive substring
     /// of "platform / device" name), else the one named by env `SPMV_DEVICE`, else
-    /// the best available (GPU, then accelerator, then CPU).
+    /// the best available (GPU, then accelerator, then CPU). Kernel parameters are
+    /// those of [`KernelParams::for_device`], overridable by env `SPMV_KERNEL_PARAMS`.
     pub fn new(selector: Option<&str>) -> Result<Engine> {
         let env = std::env::var(DEVICE_ENV).ok();
         let sel = selector.map(str::to_string).or(env);
         let (platform, device, info) = device::select(sel.as_deref())?;
-        let context = Context::builder().platform(platform).devices(device).build()?;
+        let context = Context::builder()
+            .platform(platform)
+            .devices(device)
+            .build()?;
         let queue = Queue::new(&context, device, Some(ocl::flags::QUEUE_PROFILING_ENABLE))?;
+        let mut params = [
+            KernelParams::for_device(Precision::F32, &info.kind),
+            KernelParams::for_device(Precision::F64, &info.kind),
+        ];
+        if let Ok(spec) = std::env::var(PARAMS_ENV) {
+            for p in params.iter_mut() {
+                *p = p
+                    .with_overrides(&spec)
+                    .map_err(|e| EngineError::InvalidPlan(format!("{PARAMS_ENV}: {e}")))?;
+            }
+        }
         Ok(Engine {
             info,
             device,
             context,
             queue,
             programs: Mutex::new(HashMap::new()),
+            params,
             next_id: AtomicU64::new(1),
         })
+    }
+
+    /// Replaces the kernel parameters of one precision (programs are rebuilt on
+    /// next use; matrices uploaded before keep the old program).
+    pub fn with_params(mut self, p: Precision, params: KernelParams) -> Result<Engine> {
+        params
+            .with_overrides("")
+            .map_err(EngineError::InvalidPlan)?;
+        self.params[p as usize] = params;
+        self.programs
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&p);
+        Ok(self)
     }
 
     /// The device.
@@ -140,13 +175,16 @@ impl Engine {
 
     /// Kernel parameters used for a precision.
     pub fn params(&self, p: Precision) -> KernelParams {
-        KernelParams::defaults(p)
+        self.params[p as usize]
     }
 
     /// The kernel program for a precision, built on first use and cached.
     pub fn program(&self, p: Precision) -> Result<Program> {
         if p == Precision::F64 && !self.info.fp64 {
-            return Err(EngineError::UnsupportedPrecision { device: self.info.name.clone(), precision: p.name() });
+            return Err(EngineError::UnsupportedPrecision {
+                device: self.info.name.clone(),
+                precision: p.name(),
+            });
         }
         let mut cache = self.programs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(prog) = cache.get(&p) {
@@ -181,7 +219,12 @@ impl Engine {
     /// Uploads a matrix (and room for x and y) once; reuse it for every call.
     pub fn upload<T: DeviceScalar>(&self, a: &Csr<T>) -> Result<DeviceMatrix<T>> {
         let program = self.program(T::PRECISION)?;
-        let (m, n, z, v) = (a.nrows() as u64, a.ncols() as u64, a.nnz() as u64, T::BYTES as u64);
+        let (m, n, z, v) = (
+            a.nrows() as u64,
+            a.ncols() as u64,
+            a.nnz() as u64,
+            T::BYTES as u64,
+        );
         self.check_alloc("row_ptr", (m + 1) * 4)?;
         self.check_alloc("col_idx", z * 4)?;
         self.check_alloc("values", z * v)?;
@@ -198,20 +241,55 @@ impl Engine {
         }
         let q = &self.queue;
         let ro = ocl::flags::MEM_READ_ONLY;
-        let row_ptr = Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(a.row_ptr().len()).copy_host_slice(a.row_ptr()).build()?;
+        let row_ptr = Buffer::<u32>::builder()
+            .queue(q.clone())
+            .flags(ro)
+            .len(a.row_ptr().len())
+            .copy_host_slice(a.row_ptr())
+            .build()?;
         let col_idx = if z == 0 {
-            Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(1).build()?
+            Buffer::<u32>::builder()
+                .queue(q.clone())
+                .flags(ro)
+                .len(1)
+                .build()?
         } else {
-            Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(a.nnz()).copy_host_slice(a.col_idx()).build()?
+            Buffer::<u32>::builder()
+                .queue(q.clone())
+                .flags(ro)
+                .len(a.nnz())
+                .copy_host_slice(a.col_idx())
+                .build()?
         };
         let vals = if z == 0 {
-            Buffer::<T>::builder().queue(q.clone()).flags(ro).len(1).build()?
+            Buffer::<T>::builder()
+                .queue(q.clone())
+                .flags(ro)
+                .len(1)
+                .build()?
         } else {
-            Buffer::<T>::builder().queue(q.clone()).flags(ro).len(a.nnz()).copy_host_slice(a.values()).build()?
+            Buffer::<T>::builder()
+                .queue(q.clone())
+                .flags(ro)
+                .len(a.nnz())
+                .copy_host_slice(a.values())
+                .build()?
         };
-        let x = Buffer::<T>::builder().queue(q.clone()).flags(ro).len(a.ncols().max(1)).build()?;
-        let y = Buffer::<T>::builder().queue(q.clone()).flags(ocl::flags::MEM_READ_WRITE).len(a.nrows().max(1)).build()?;
-        let dummy = Buffer::<u32>::builder().queue(q.clone()).flags(ro).len(1).build()?;
+        let x = Buffer::<T>::builder()
+            .queue(q.clone())
+            .flags(ro)
+            .len(a.ncols().max(1))
+            .build()?;
+        let y = Buffer::<T>::builder()
+            .queue(q.clone())
+            .flags(ocl::flags::MEM_READ_WRITE)
+            .len(a.nrows().max(1))
+            .build()?;
+        let dummy = Buffer::<u32>::builder()
+            .queue(q.clone())
+            .flags(ro)
+            .len(1)
+            .build()?;
         Ok(DeviceMatrix {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             nrows: a.nrows(),
@@ -230,7 +308,12 @@ impl Engine {
     }
 
     /// Prepares a complete plan (its scheme is binned here).
-    pub fn prepare<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, plan: &Plan, mode: LaunchMode) -> Result<PreparedPlan<T>> {
+    pub fn prepare<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        plan: &Plan,
+        mode: LaunchMode,
+    ) -> Result<PreparedPlan<T>> {
         let binning = Binning::new(&m.row_ptr_host, plan.scheme);
         self.prepare_binned(m, &binning, plan, mode)
     }
@@ -249,16 +332,25 @@ impl Engine {
                 binning.nrows, m.nrows
             )));
         }
-        plan.check(binning).map_err(|e| EngineError::InvalidPlan(e.to_string()))?;
-        let assign: Vec<(usize, KernelId)> =
-            plan.kernels.iter().copied().filter(|(b, _)| !binning.bins[*b].is_empty()).collect();
+        plan.check(binning)
+            .map_err(|e| EngineError::InvalidPlan(e.to_string()))?;
+        let assign: Vec<(usize, KernelId)> = plan
+            .kernels
+            .iter()
+            .copied()
+            .filter(|(b, _)| !binning.bins[*b].is_empty())
+            .collect();
         let mut pp = self.prepare_bins(m, binning, &assign, mode)?;
         pp.complete = true;
         Ok(pp)
     }
 
     /// One kernel on the whole matrix (single-bin scheme, no row list).
-    pub fn prepare_kernel<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, kernel: KernelId) -> Result<PreparedPlan<T>> {
+    pub fn prepare_kernel<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        kernel: KernelId,
+    ) -> Result<PreparedPlan<T>> {
         self.prepare(m, &Plan::single(kernel), LaunchMode::Grouped)
     }
 
@@ -274,7 +366,10 @@ impl Engine {
         let params = self.params(T::PRECISION);
         for &(b, _) in assign {
             if b >= binning.num_bins() {
-                return Err(EngineError::InvalidPlan(format!("bin {b} does not exist ({} bins)", binning.num_bins())));
+                return Err(EngineError::InvalidPlan(format!(
+                    "bin {b} does not exist ({} bins)",
+                    binning.num_bins()
+                )));
             }
         }
         let mut groups: Vec<(KernelId, Vec<usize>)> = Vec::new();
@@ -323,12 +418,20 @@ impl Engine {
         })
     }
 
-    fn check_call<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, pp: &PreparedPlan<T>, x: &[T]) -> Result<()> {
+    fn check_call<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x: &[T],
+    ) -> Result<()> {
         if pp.matrix_id != m.id {
             return Err(EngineError::WrongMatrix);
         }
         if x.len() != m.ncols {
-            return Err(EngineError::XLength { expected: m.ncols, got: x.len() });
+            return Err(EngineError::XLength {
+                expected: m.ncols,
+                got: x.len(),
+            });
         }
         Ok(())
     }
@@ -346,7 +449,12 @@ impl Engine {
     }
 
     /// y = A x with a prepared plan: uploads x, runs the launches, downloads y.
-    pub fn execute<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, pp: &PreparedPlan<T>, x: &[T]) -> Result<(Vec<T>, Timings)> {
+    pub fn execute<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x: &[T],
+    ) -> Result<(Vec<T>, Timings)> {
         self.check_call(m, pp, x)?;
         let _guard = m.lock.lock().unwrap_or_else(|e| e.into_inner());
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
@@ -368,7 +476,14 @@ impl Engine {
         for ev in &events {
             kernel_ns += event_ns(ev)?;
         }
-        Ok((y, Timings { kernel_ns, wall_ns, enqueues: events.len() }))
+        Ok((
+            y,
+            Timings {
+                kernel_ns,
+                wall_ns,
+                enqueues: events.len(),
+            },
+        ))
     }
 
     /// Times a prepared plan: uploads x once, runs `warmup` untimed calls, then
@@ -437,7 +552,12 @@ impl Engine {
     }
 
     /// Convenience: y = A x with one kernel on the whole matrix.
-    pub fn spmv<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, kernel: KernelId, x: &[T]) -> Result<(Vec<T>, Timings)> {
+    pub fn spmv<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        kernel: KernelId,
+        x: &[T],
+    ) -> Result<(Vec<T>, Timings)> {
         let pp = self.prepare_kernel(m, kernel)?;
         self.execute(m, &pp, x)
     }
@@ -449,8 +569,15 @@ impl Engine {
         let cap = (self.info.max_alloc_bytes as usize).min(self.info.global_mem_bytes as usize / 3);
         let n = (bytes.min(cap) / 16).max(256);
         let q = &self.queue;
-        let a = Buffer::<f32>::builder().queue(q.clone()).len(n * 4).fill_val(1.0f32).build()?;
-        let b = Buffer::<f32>::builder().queue(q.clone()).len(n * 4).build()?;
+        let a = Buffer::<f32>::builder()
+            .queue(q.clone())
+            .len(n * 4)
+            .fill_val(1.0f32)
+            .build()?;
+        let b = Buffer::<f32>::builder()
+            .queue(q.clone())
+            .len(n * 4)
+            .build()?;
         let k = Kernel::builder()
             .program(&prog)
             .name("copy_float4")
@@ -471,7 +598,11 @@ impl Engine {
         }
         let st = TimeStats::from_samples(times, vec![]);
         let moved = (2 * n * 16) as u64;
-        Ok(CopyBandwidth { bytes: moved, median_ms: st.median_ms, gbps: moved as f64 / (st.median_ms * 1e-3) / 1e9 })
+        Ok(CopyBandwidth {
+            bytes: moved,
+            median_ms: st.median_ms,
+            gbps: moved as f64 / (st.median_ms * 1e-3) / 1e9,
+        })
     }
 
     /// Bins a matrix (host side) under `scheme`: a shortcut for `Binning::new`.

@@ -21,8 +21,20 @@ pub const COPY_CL: &str = include_str!("../../../kernels/copy.cl");
 
 /// The whole program source, every family in one program (one build per precision).
 pub fn program_source() -> String {
-    [PRELUDE_CL, SERIAL_CL, SUBVECTOR_CL, VECTOR_CL, CSR_ADAPTIVE_CL, MERGE_PATH_CL, COPY_CL].join("\n")
+    [
+        PRELUDE_CL,
+        SERIAL_CL,
+        SUBVECTOR_CL,
+        VECTOR_CL,
+        CSR_ADAPTIVE_CL,
+        MERGE_PATH_CL,
+        COPY_CL,
+    ]
+    .join("\n")
 }
+
+/// Environment variable with kernel parameter overrides (see [`KernelParams::with_overrides`]).
+pub const PARAMS_ENV: &str = "SPMV_KERNEL_PARAMS";
 
 /// Value precision of a program and a matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,14 +83,21 @@ impl DeviceScalar for f64 {
     const PRECISION: Precision = Precision::F64;
 }
 
+/// Merge-path items per work-item on CPU devices.
+const CPU_MP_ITEMS: usize = 4096;
+/// CSR-Adaptive work-group size on CPU devices.
+const CPU_ADAPTIVE_WG: usize = 64;
+
 /// Tunable parameters compiled into a program (and mirrored by the host code
 /// that sizes launches and builds CSR-Adaptive row blocks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelParams {
-    /// Work-group size of serial, subvector, CSR-Adaptive and merge path.
+    /// Work-group size of serial, subvector and merge path.
     pub wg_size: usize,
     /// Work-group size of the vector kernel (the paper's 256).
     pub vector_wg: usize,
+    /// Work-group size of CSR-Adaptive (the paper's 256).
+    pub adaptive_wg: usize,
     /// CSR-Adaptive: nonzeros per row block (paper 003, Table I).
     pub nnz_per_wg: usize,
     /// CSR-Adaptive: fewest rows of a block handled by CSR-Stream (Table I).
@@ -91,7 +110,21 @@ pub struct KernelParams {
 }
 
 impl KernelParams {
-    /// Defaults for a precision: the 003 paper's Table I for CSR-Adaptive.
+    /// Defaults for a precision on a kind of device (`cpu`, `gpu`, ... as in
+    /// [`crate::DeviceInfo::kind`]): the 003 paper's Table I for CSR-Adaptive
+    /// everywhere; on CPUs (PoCL runs a work-group as a loop on one core, so
+    /// barriers are loop splits and fewer, longer work-items win) long merge-path
+    /// chunks and smaller CSR-Adaptive work-groups, measured by `spmv bench`.
+    pub fn for_device(p: Precision, kind: &str) -> KernelParams {
+        let mut k = KernelParams::defaults(p);
+        if kind == "cpu" {
+            k.mp_items = CPU_MP_ITEMS;
+            k.adaptive_wg = CPU_ADAPTIVE_WG;
+        }
+        k
+    }
+
+    /// Defaults for a precision (GPU-friendly): the 003 paper's Table I for CSR-Adaptive.
     pub fn defaults(p: Precision) -> KernelParams {
         let (nnz_per_wg, num_rows_stream, nnz_multiplier) = match p {
             Precision::F32 => (1024, 1, 3),
@@ -100,6 +133,7 @@ impl KernelParams {
         KernelParams {
             wg_size: 256,
             vector_wg: 256,
+            adaptive_wg: 256,
             nnz_per_wg,
             num_rows_stream,
             nnz_multiplier,
@@ -107,14 +141,50 @@ impl KernelParams {
         }
     }
 
+    /// Applies overrides written `name=value,...` (names as the fields:
+    /// `wg_size`, `vector_wg`, `nnz_per_wg`, `num_rows_stream`, `nnz_multiplier`,
+    /// `mp_items`), e.g. from env [`PARAMS_ENV`] when tuning for a new device.
+    pub fn with_overrides(mut self, spec: &str) -> Result<KernelParams, String> {
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("'{item}' is not name=value"))?;
+            let v: usize = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("'{item}': value is not a positive integer"))?;
+            if v == 0 {
+                return Err(format!("'{item}': value must be positive"));
+            }
+            match k.trim() {
+                "wg_size" => self.wg_size = v,
+                "vector_wg" => self.vector_wg = v,
+                "adaptive_wg" => self.adaptive_wg = v,
+                "nnz_per_wg" => self.nnz_per_wg = v,
+                "num_rows_stream" => self.num_rows_stream = v,
+                "nnz_multiplier" => self.nnz_multiplier = v,
+                "mp_items" => self.mp_items = v,
+                other => return Err(format!("unknown kernel parameter '{other}'")),
+            }
+        }
+        if ![self.wg_size, self.vector_wg, self.adaptive_wg]
+            .iter()
+            .all(|w| w.is_power_of_two())
+        {
+            return Err("work-group sizes must be powers of two".into());
+        }
+        Ok(self)
+    }
+
     /// OpenCL build options for this precision.
     pub fn build_options(&self, p: Precision) -> String {
         format!(
-            "-DVALUE_TYPE={}{} -DWG_SIZE={} -DVECTOR_WG={} -DNNZ_PER_WG={} -DNUM_ROWS_STREAM={} -DMP_ITEMS={}",
+            "-DVALUE_TYPE={}{} -DWG_SIZE={} -DVECTOR_WG={} -DADAPTIVE_WG={} -DNNZ_PER_WG={} -DNUM_ROWS_STREAM={} -DMP_ITEMS={}",
             p.cl_type(),
             if p == Precision::F64 { " -DUSE_DOUBLE" } else { "" },
             self.wg_size,
             self.vector_wg,
+            self.adaptive_wg,
             self.nnz_per_wg,
             self.num_rows_stream,
             self.mp_items

@@ -28,7 +28,7 @@ pub mod prepared;
 pub use device::{DeviceInfo, DEVICE_ENV};
 pub use engine::{CopyBandwidth, Engine, TimeStats, Timings};
 pub use error::{EngineError, Result};
-pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision};
+pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, PARAMS_ENV};
 pub use matrix::{min_bytes, DeviceMatrix};
 pub use prepared::{LaunchInfo, LaunchMode, PreparedPlan};
 

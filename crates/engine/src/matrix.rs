@@ -59,6 +59,12 @@ impl<T: DeviceScalar> DeviceMatrix<T> {
 /// `(m+1)*I + nnz*(I+V) + n*V + m*V` with 4-byte indices and `value_bytes` values:
 /// every matrix and vector entry read or written once.
 pub fn min_bytes(nrows: usize, ncols: usize, nnz: usize, value_bytes: usize) -> u64 {
-    let (m, n, z, i, v) = (nrows as u64, ncols as u64, nnz as u64, 4u64, value_bytes as u64);
+    let (m, n, z, i, v) = (
+        nrows as u64,
+        ncols as u64,
+        nnz as u64,
+        4u64,
+        value_bytes as u64,
+    );
     (m + 1) * i + z * (i + v) + n * v + m * v
 }

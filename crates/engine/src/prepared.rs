@@ -28,7 +28,9 @@ impl std::str::FromStr for LaunchMode {
         match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "per_bin" | "perbin" | "bin" => Ok(LaunchMode::PerBin),
             "grouped" | "group" => Ok(LaunchMode::Grouped),
-            _ => Err(EngineError::InvalidPlan(format!("unknown launch mode '{s}' (per_bin or grouped)"))),
+            _ => Err(EngineError::InvalidPlan(format!(
+                "unknown launch mode '{s}' (per_bin or grouped)"
+            ))),
         }
     }
 }
@@ -99,7 +101,10 @@ impl RowSet {
     pub(crate) fn from_sorted(list: Vec<u32>) -> RowSet {
         match (list.first(), list.last()) {
             (None, _) | (_, None) => RowSet::Range { base: 0, n: 0 },
-            (Some(&f), Some(&l)) if (l - f) as usize + 1 == list.len() => RowSet::Range { base: f, n: list.len() as u32 },
+            (Some(&f), Some(&l)) if (l - f) as usize + 1 == list.len() => RowSet::Range {
+                base: f,
+                n: list.len() as u32,
+            },
             _ => RowSet::List(list),
         }
     }
@@ -145,7 +150,10 @@ impl RowSet {
 /// The rows of bin `b` under `binning`, without expanding the single-bin scheme.
 pub(crate) fn bin_rows(binning: &Binning, b: usize) -> RowSet {
     match binning.scheme {
-        Scheme::Single => RowSet::Range { base: 0, n: binning.nrows as u32 },
+        Scheme::Single => RowSet::Range {
+            base: 0,
+            n: binning.nrows as u32,
+        },
         Scheme::Granularity(_) => RowSet::from_sorted(binning.expand(b)),
     }
 }
@@ -181,7 +189,10 @@ impl RowBlocks {
     pub(crate) fn build(rp: &[u32], runs: &[(u32, u32)], p: &KernelParams) -> RowBlocks {
         let per_wg = p.nnz_per_wg as u64;
         let cap = (p.nnz_per_wg * p.nnz_multiplier) as u64;
-        let mut out = RowBlocks { long_ptr: vec![0], ..Default::default() };
+        let mut out = RowBlocks {
+            long_ptr: vec![0],
+            ..Default::default()
+        };
         let mut nslots = 0u32;
         for &(a, b) in runs {
             let mut i = a;
@@ -231,11 +242,19 @@ fn u32_buffer(queue: &Queue, data: &[u32]) -> Result<Buffer<u32>> {
         .queue(queue.clone())
         .flags(ocl::flags::MEM_READ_ONLY)
         .len(data.len().max(1));
-    Ok(if data.is_empty() { b.build()? } else { b.copy_host_slice(data).build()? })
+    Ok(if data.is_empty() {
+        b.build()?
+    } else {
+        b.copy_host_slice(data).build()?
+    })
 }
 
 fn t_buffer<T: DeviceScalar>(queue: &Queue, len: usize) -> Result<Buffer<T>> {
-    Ok(Buffer::<T>::builder().queue(queue.clone()).flags(ocl::flags::MEM_READ_WRITE).len(len.max(1)).build()?)
+    Ok(Buffer::<T>::builder()
+        .queue(queue.clone())
+        .flags(ocl::flags::MEM_READ_WRITE)
+        .len(len.max(1))
+        .build()?)
 }
 
 fn check_gws(gws: usize, what: &str) -> Result<()> {
@@ -311,8 +330,8 @@ pub(crate) fn build_steps<T: DeviceScalar>(
                 .program(prog)
                 .name("spmv_csr_adaptive")
                 .queue(queue.clone())
-                .global_work_size(rb.num_blocks() * p.wg_size)
-                .local_work_size(p.wg_size)
+                .global_work_size(rb.num_blocks() * p.adaptive_wg)
+                .local_work_size(p.adaptive_wg)
                 .arg(&blocks)
                 .arg(&slots)
                 .arg(&m.row_ptr)
@@ -419,7 +438,10 @@ mod tests {
 
     #[test]
     fn row_sets_and_runs() {
-        assert_eq!(RowSet::from_sorted(vec![3, 4, 5]), RowSet::Range { base: 3, n: 3 });
+        assert_eq!(
+            RowSet::from_sorted(vec![3, 4, 5]),
+            RowSet::Range { base: 3, n: 3 }
+        );
         assert_eq!(RowSet::from_sorted(vec![]), RowSet::Range { base: 0, n: 0 });
         let l = RowSet::from_sorted(vec![0, 1, 5, 6, 9]);
         assert_eq!(l.runs(), vec![(0, 2), (5, 7), (9, 10)]);
@@ -437,10 +459,22 @@ mod tests {
             rp.push(rp.last().unwrap() + l);
         }
         let rb = RowBlocks::build(&rp, &[(0, 7)], &p);
-        let blocks: Vec<[u32; 4]> = rb.blocks.chunks(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+        let blocks: Vec<[u32; 4]> = rb
+            .blocks
+            .chunks(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect();
         assert_eq!(
             blocks,
-            vec![[0, 2, 0, 6], [2, 4, 6, 9], [4, 5, 9, 18], [5, 6, 18, 34], [5, 6, 34, 50], [5, 6, 50, 58], [6, 7, 58, 59]]
+            vec![
+                [0, 2, 0, 6],
+                [2, 4, 6, 9],
+                [4, 5, 9, 18],
+                [5, 6, 18, 34],
+                [5, 6, 34, 50],
+                [5, 6, 50, 58],
+                [6, 7, 58, 59]
+            ]
         );
         assert_eq!(rb.slots, vec![NONE, NONE, NONE, 0, 1, 2, NONE]);
         assert_eq!(rb.long_rows, vec![5]);

@@ -39,7 +39,9 @@ fn x_for(n: usize, seed: u64) -> Vec<f64> {
 fn check_every_kernel<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>) -> Vec<String> {
     let x: Vec<T> = x_for(a.ncols(), 7).into_iter().map(T::from_f64).collect();
     let y_ref = spmv_ref(a, &x).unwrap();
-    let m = e.upload(a).unwrap_or_else(|err| panic!("{name}: upload failed: {err}"));
+    let m = e
+        .upload(a)
+        .unwrap_or_else(|err| panic!("{name}: upload failed: {err}"));
     let mut failures = Vec::new();
     for k in registry() {
         match e.spmv(&m, k.id, &x) {
@@ -69,7 +71,12 @@ fn check_both_precisions(e: &Engine, cases: &[(String, Csr<f64>)]) {
         failures.extend(check_every_kernel::<f64>(e, name, a));
         failures.extend(check_every_kernel::<f32>(e, name, &a.cast::<f32>()));
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Rows of the given lengths, uniformly random columns in `ncols`.
@@ -81,7 +88,9 @@ fn rows_of_lengths(lens: &[usize], ncols: usize, seed: u64) -> Csr<f64> {
     for &l in lens {
         assert!(l <= ncols);
         let mut cols: Vec<u32> = if l * 2 > ncols {
-            (0..ncols as u32).filter(|_| rng.gen_bool(l as f64 / ncols as f64)).collect()
+            (0..ncols as u32)
+                .filter(|_| rng.gen_bool(l as f64 / ncols as f64))
+                .collect()
         } else {
             let mut set = std::collections::BTreeSet::new();
             while set.len() < l {
@@ -105,21 +114,53 @@ fn awkward_cases() -> Vec<(String, Csr<f64>)> {
         ("empty 5x0".into(), Csr::zeros(5, 0).unwrap()),
         ("empty 0x5".into(), Csr::zeros(0, 5).unwrap()),
         ("all rows empty".into(), gen::all_rows_empty(1000).unwrap()),
-        ("1x1".into(), Csr::try_new(1, 1, vec![0, 1], vec![0], vec![2.5]).unwrap()),
+        (
+            "1x1".into(),
+            Csr::try_new(1, 1, vec![0, 1], vec![0], vec![2.5]).unwrap(),
+        ),
         ("1x1 empty".into(), Csr::zeros(1, 1).unwrap()),
-        ("one huge row 150000".into(), gen::one_huge_row(150_000).unwrap()),
-        ("tall thin 100000x4".into(), gen::tall_thin(100_000, 4).unwrap()),
-        ("lp-like 2000x16000".into(), gen::lp_like(2000, 16_000, 3).unwrap()),
-        ("mixed lengths 3000".into(), gen::mixed_lengths(3000, 4).unwrap()),
-        ("many empty rows".into(), gen::many_empty_rows(5000, 0.5, 5).unwrap()),
-        ("power law 20000".into(), gen::power_law(20_000, 8.0, 6).unwrap()),
-        ("uniform 257 rows".into(), gen::uniform_random(257, 300, 5, 7).unwrap()),
-        ("uniform 1001 rows".into(), gen::uniform_random(1001, 1001, 9, 8).unwrap()),
+        (
+            "one huge row 150000".into(),
+            gen::one_huge_row(150_000).unwrap(),
+        ),
+        (
+            "tall thin 100000x4".into(),
+            gen::tall_thin(100_000, 4).unwrap(),
+        ),
+        (
+            "lp-like 2000x16000".into(),
+            gen::lp_like(2000, 16_000, 3).unwrap(),
+        ),
+        (
+            "mixed lengths 3000".into(),
+            gen::mixed_lengths(3000, 4).unwrap(),
+        ),
+        (
+            "many empty rows".into(),
+            gen::many_empty_rows(5000, 0.5, 5).unwrap(),
+        ),
+        (
+            "power law 20000".into(),
+            gen::power_law(20_000, 8.0, 6).unwrap(),
+        ),
+        (
+            "uniform 257 rows".into(),
+            gen::uniform_random(257, 300, 5, 7).unwrap(),
+        ),
+        (
+            "uniform 1001 rows".into(),
+            gen::uniform_random(1001, 1001, 9, 8).unwrap(),
+        ),
         ("stencil2d 37x29".into(), gen::stencil_2d(37, 29).unwrap()),
     ];
     // Rows around the CSR-Adaptive thresholds (NNZ_PER_WG 1024/1536, x2 / x3).
-    let lens = [0, 1, 1023, 1024, 1025, 1535, 1536, 1537, 3071, 3072, 3073, 3, 4609, 9000, 0, 2, 6145, 5];
-    c.push(("adaptive thresholds".into(), rows_of_lengths(&lens, 10_000, 9)));
+    let lens = [
+        0, 1, 1023, 1024, 1025, 1535, 1536, 1537, 3071, 3072, 3073, 3, 4609, 9000, 0, 2, 6145, 5,
+    ];
+    c.push((
+        "adaptive thresholds".into(),
+        rows_of_lengths(&lens, 10_000, 9),
+    ));
     // One work-group's worth of rows plus one, of lengths 1..4.
     let lens: Vec<usize> = (0..1025).map(|i| 1 + i % 4).collect();
     c.push(("1025 short rows".into(), rows_of_lengths(&lens, 50, 10)));
@@ -144,7 +185,9 @@ fn mtx_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx"))
+        .filter(|p| {
+            p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx")
+        })
         .collect();
     v.sort();
     v
@@ -157,39 +200,71 @@ fn every_kernel_equals_reference_on_real_matrices() {
     let dir = match shared_dir() {
         Some(d) => d,
         None => {
-            eprintln!("shared matrices not found (../shared/matrices); using the fixtures in {}", fixtures.display());
+            eprintln!(
+                "shared matrices not found (../shared/matrices); using the fixtures in {}",
+                fixtures.display()
+            );
             fixtures
         }
     };
     let files = mtx_files(&dir);
     assert!(!files.is_empty(), "no matrices in {}", dir.display());
-    let opts = sparse::mm::ReadOptions { complex_real_part: true };
+    let opts = sparse::mm::ReadOptions {
+        complex_real_part: true,
+    };
     let mut failures = Vec::new();
     for f in &files {
         let name = f.file_name().unwrap().to_string_lossy().to_string();
-        let a: Csr<f64> = sparse::mm::read_path(f, &opts).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let a: Csr<f64> =
+            sparse::mm::read_path(f, &opts).unwrap_or_else(|err| panic!("{name}: {err}"));
         failures.extend(check_every_kernel::<f64>(e, &name, &a));
         failures.extend(check_every_kernel::<f32>(e, &name, &a.cast::<f32>()));
     }
-    eprintln!("checked {} matrices x {} kernels x 2 precisions", files.len(), registry().len());
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    eprintln!(
+        "checked {} matrices x {} kernels x 2 precisions",
+        files.len(),
+        registry().len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 fn random_plan(binning: &Binning, rng: &mut ChaCha8Rng) -> Plan {
     let all = KernelId::all();
     Plan {
         scheme: binning.scheme,
-        kernels: binning.nonempty_bins().map(|b| (b, all[rng.gen_range(0..all.len())])).collect(),
+        kernels: binning
+            .nonempty_bins()
+            .map(|b| (b, all[rng.gen_range(0..all.len())]))
+            .collect(),
     }
 }
 
-fn check_random_plans<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>, seed: u64) -> Vec<String> {
-    let x: Vec<T> = x_for(a.ncols(), seed).into_iter().map(T::from_f64).collect();
+fn check_random_plans<T: DeviceScalar>(
+    e: &Engine,
+    name: &str,
+    a: &Csr<T>,
+    seed: u64,
+) -> Vec<String> {
+    let x: Vec<T> = x_for(a.ncols(), seed)
+        .into_iter()
+        .map(T::from_f64)
+        .collect();
     let y_ref = spmv_ref(a, &x).unwrap();
     let m = e.upload(a).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut failures = Vec::new();
-    for scheme in [Scheme::Single, Scheme::Granularity(1), Scheme::Granularity(10), Scheme::Granularity(50), Scheme::Granularity(200)] {
+    for scheme in [
+        Scheme::Single,
+        Scheme::Granularity(1),
+        Scheme::Granularity(10),
+        Scheme::Granularity(50),
+        Scheme::Granularity(200),
+    ] {
         let binning = Binning::new(a.row_ptr(), scheme);
         for _ in 0..2 {
             let plan = random_plan(&binning, &mut rng);
@@ -198,7 +273,12 @@ fn check_random_plans<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>, seed:
                 let (y, _) = e.execute(&m, &pp, &x).unwrap();
                 let c = compare(a, &x, &y, &y_ref);
                 if !c.ok() {
-                    failures.push(format!("{name} {} {scheme} {mode:?} {:?}: row {}", T::NAME, plan.kernels, c.worst_row));
+                    failures.push(format!(
+                        "{name} {} {scheme} {mode:?} {:?}: row {}",
+                        T::NAME,
+                        plan.kernels,
+                        c.worst_row
+                    ));
                 }
             }
         }
@@ -212,16 +292,32 @@ fn plans_with_a_random_kernel_per_bin_equal_reference() {
     let cases = [
         ("mixed lengths", gen::mixed_lengths(2000, 11).unwrap()),
         ("power law", gen::power_law(30_000, 6.0, 12).unwrap()),
-        ("many empty rows", gen::many_empty_rows(4000, 0.3, 13).unwrap()),
+        (
+            "many empty rows",
+            gen::many_empty_rows(4000, 0.3, 13).unwrap(),
+        ),
         ("lp-like", gen::lp_like(3000, 12_000, 14).unwrap()),
-        ("adaptive thresholds", rows_of_lengths(&[5, 0, 1500, 4000, 3, 3, 3, 7000, 1, 0, 2, 1024], 8000, 15)),
+        (
+            "adaptive thresholds",
+            rows_of_lengths(&[5, 0, 1500, 4000, 3, 3, 3, 7000, 1, 0, 2, 1024], 8000, 15),
+        ),
     ];
     let mut failures = Vec::new();
     for (i, (name, a)) in cases.iter().enumerate() {
         failures.extend(check_random_plans::<f64>(e, name, a, 100 + i as u64));
-        failures.extend(check_random_plans::<f32>(e, name, &a.cast::<f32>(), 200 + i as u64));
+        failures.extend(check_random_plans::<f32>(
+            e,
+            name,
+            &a.cast::<f32>(),
+            200 + i as u64,
+        ));
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -236,13 +332,20 @@ fn repeated_calls_give_bit_identical_results() {
         let (first, _) = e.execute(&m, &pp, &x).unwrap();
         for call in 0..5 {
             let (y, _) = e.execute(&m, &pp, &x).unwrap();
-            let same = y.iter().zip(&first).all(|(p, q)| p.to_bits() == q.to_bits());
+            let same = y
+                .iter()
+                .zip(&first)
+                .all(|(p, q)| p.to_bits() == q.to_bits());
             assert!(same, "{}: call {call} differs from the first", k.name);
         }
         // A different x in between must not leave anything behind either.
         let x2: Vec<f64> = x.iter().map(|v| -v).collect();
         let (y2, _) = e.execute(&m, &pp, &x2).unwrap();
-        assert!(compare(&a, &x2, &y2, &spmv_ref(&a, &x2).unwrap()).ok(), "{} with another x", k.name);
+        assert!(
+            compare(&a, &x2, &y2, &spmv_ref(&a, &x2).unwrap()).ok(),
+            "{} with another x",
+            k.name
+        );
     }
 }
 
@@ -256,7 +359,12 @@ fn one_bin_alone_computes_its_rows_and_zeros_elsewhere() {
     let binning = Binning::new(a.row_ptr(), Scheme::Granularity(10));
     for b in binning.nonempty_bins().take(6) {
         let rows = binning.expand(b);
-        for k in [KernelId::Serial, KernelId::Subvector(8), KernelId::CsrAdaptive, KernelId::MergePath] {
+        for k in [
+            KernelId::Serial,
+            KernelId::Subvector(8),
+            KernelId::CsrAdaptive,
+            KernelId::MergePath,
+        ] {
             let (y, _) = e.execute_bin(&m, &binning, b, k, &x).unwrap();
             let mut want = vec![0.0; a.nrows()];
             for &r in &rows {
@@ -276,15 +384,33 @@ fn bad_input_is_an_error_not_a_panic() {
     let a = gen::uniform_random(10, 12, 3, 1).unwrap();
     let m = e.upload(&a).unwrap();
     let pp = e.prepare_kernel(&m, KernelId::Serial).unwrap();
-    assert!(matches!(e.execute(&m, &pp, &[1.0; 11]), Err(EngineError::XLength { expected: 12, got: 11 })));
+    assert!(matches!(
+        e.execute(&m, &pp, &[1.0; 11]),
+        Err(EngineError::XLength {
+            expected: 12,
+            got: 11
+        })
+    ));
     let other = e.upload(&a).unwrap();
-    assert!(matches!(e.execute(&other, &pp, &[1.0; 12]), Err(EngineError::WrongMatrix)));
+    assert!(matches!(
+        e.execute(&other, &pp, &[1.0; 12]),
+        Err(EngineError::WrongMatrix)
+    ));
     let binning = Binning::new(a.row_ptr(), Scheme::Granularity(2));
     let mut plan = Plan::uniform(&binning, KernelId::Vector);
     plan.kernels.pop();
-    assert!(matches!(e.prepare(&m, &plan, LaunchMode::Grouped), Err(EngineError::InvalidPlan(_))));
-    assert!(matches!(e.prepare_bins(&m, &binning, &[(100, KernelId::Serial)], LaunchMode::PerBin), Err(EngineError::InvalidPlan(_))));
-    assert!(matches!(Engine::new(Some("no such device 12345")), Err(EngineError::NoDevice { .. })));
+    assert!(matches!(
+        e.prepare(&m, &plan, LaunchMode::Grouped),
+        Err(EngineError::InvalidPlan(_))
+    ));
+    assert!(matches!(
+        e.prepare_bins(&m, &binning, &[(100, KernelId::Serial)], LaunchMode::PerBin),
+        Err(EngineError::InvalidPlan(_))
+    ));
+    assert!(matches!(
+        Engine::new(Some("no such device 12345")),
+        Err(EngineError::NoDevice { .. })
+    ));
 }
 
 #[test]
@@ -301,7 +427,11 @@ fn the_engine_serves_several_threads() {
             s.spawn(move || {
                 let own = e.upload(a).unwrap();
                 for i in 0..5 {
-                    let (y, _) = if (i + t) % 2 == 0 { e.execute(shared, pp, x).unwrap() } else { e.spmv(&own, KernelId::MergePath, x).unwrap() };
+                    let (y, _) = if (i + t) % 2 == 0 {
+                        e.execute(shared, pp, x).unwrap()
+                    } else {
+                        e.spmv(&own, KernelId::MergePath, x).unwrap()
+                    };
                     assert!(compare(a, x, &y, y_ref).ok());
                 }
             });
@@ -314,4 +444,46 @@ fn copy_bandwidth_is_measured() {
     let Some(e) = engine() else { return };
     let bw = e.copy_bandwidth(8 << 20, 3).unwrap();
     assert!(bw.gbps.is_finite() && bw.gbps > 0.0, "{bw:?}");
+}
+
+#[test]
+fn small_blocks_and_chunks_stress_split_rows_and_carries() {
+    // GPU-like and extreme parameters: tiny CSR-Adaptive blocks (many split rows,
+    // CSR-VectorL partials) and tiny merge-path chunks (many carries), odd sizes.
+    if engine().is_none() {
+        return;
+    }
+    let mut e = Engine::new(None).unwrap();
+    for p in [engine::Precision::F32, engine::Precision::F64] {
+        let mut k = engine::KernelParams::defaults(p);
+        k.wg_size = 128;
+        k.adaptive_wg = 32;
+        k.nnz_per_wg = 16;
+        k.nnz_multiplier = 2;
+        k.mp_items = 7;
+        e = e.with_params(p, k).unwrap();
+    }
+    let cases: Vec<(String, Csr<f64>)> = vec![
+        ("mixed lengths".into(), gen::mixed_lengths(500, 51).unwrap()),
+        ("one huge row".into(), gen::one_huge_row(5000).unwrap()),
+        ("lp-like".into(), gen::lp_like(400, 3200, 52).unwrap()),
+        (
+            "many empty rows".into(),
+            gen::many_empty_rows(999, 0.6, 53).unwrap(),
+        ),
+        (
+            "lengths around 16 and 32".into(),
+            rows_of_lengths(&[15, 16, 17, 0, 31, 32, 33, 1, 64, 65, 2], 100, 54),
+        ),
+    ];
+    check_both_precisions(&e, &cases);
+    let a = gen::mixed_lengths(800, 55).unwrap();
+    let mut failures = check_random_plans::<f64>(&e, "mixed (small params)", &a, 56);
+    failures.extend(check_random_plans::<f32>(
+        &e,
+        "mixed (small params)",
+        &a.cast::<f32>(),
+        57,
+    ));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -73,6 +73,12 @@ pub struct Config {
     /// Seconds a client is told to wait (Retry-After) when the queue is full.
     #[arg(long = "retry-after", env = "SPMV_RETRY_AFTER", default_value_t = 1)]
     pub retry_after_s: u64,
+
+    /// Keep a copy of every served matrix as `<DIR>/<id>.mtx` so that the trainer
+    /// (`trainer --include-requests DIR`) can label and learn from served work.
+    /// Off by default: served matrices may be private.
+    #[arg(long, env = "SPMV_KEEP_MATRICES")]
+    pub keep_matrices: Option<PathBuf>,
 }
 
 impl Config {

@@ -217,6 +217,7 @@ fn record(
     e2e_ms: f64,
     status: u16,
 ) -> store::RequestRecord {
+    s.keep_matrix(m);
     store::RequestRecord {
         route: route.into(),
         matrix_hash: Some(m.id.clone()),

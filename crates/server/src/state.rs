@@ -545,6 +545,29 @@ impl AppState {
         }
     }
 
+    /// With `--keep-matrices DIR`, writes the matrix to `DIR/<id>.mtx` once, off the
+    /// request's path, for the trainer to learn from served work.
+    pub fn keep_matrix(&self, m: &StoredMatrix) {
+        let Some(dir) = self.0.config.keep_matrices.clone() else {
+            return;
+        };
+        let path = dir.join(format!("{}.mtx", m.id));
+        if path.exists() {
+            return;
+        }
+        let tmp = dir.join(format!(".{}.mtx.tmp", m.id));
+        // The copy is the price of keeping: only paid when --keep-matrices is set.
+        let host = m.host.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = std::fs::create_dir_all(&dir)
+                .and_then(|_| sparse::mm::write_path(&host, &tmp))
+                .and_then(|_| std::fs::rename(&tmp, &path));
+            if let Err(e) = r {
+                tracing::warn!(error = %e, path = %path.display(), "could not keep the served matrix");
+            }
+        });
+    }
+
     /// Writes a served request to the results database, off the request's path.
     pub fn log_request(&self, r: store::RequestRecord) {
         let Some(db) = self.0.store.clone() else {

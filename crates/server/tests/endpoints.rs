@@ -484,3 +484,37 @@ async fn served_requests_reach_the_results_database() {
         .expect("a /predict row");
     assert!(predict.record.kernel_ms.is_none());
 }
+
+#[tokio::test]
+async fn keep_matrices_writes_each_served_matrix_once_for_the_trainer() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("served");
+    let keep_s = keep.display().to_string();
+    let (app, _state) = test_app(&["--no-device", "--keep-matrices", &keep_s]).await;
+    let a = random_matrix(40, 30, 3);
+    assert_eq!(
+        send(&app, post("/predict", "text/plain", mm_text(&a)))
+            .await
+            .status,
+        200
+    );
+    let path = keep.join(format!("{}.mtx", a.content_hash()));
+    for _ in 0..200 {
+        if path.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let back =
+        sparse::mm::read_path::<f64>(&path, &Default::default()).expect("kept matrix reads back");
+    assert_eq!(back, a);
+    // Without the flag nothing is written.
+    let (app2, _) = test_app(&["--no-device"]).await;
+    assert_eq!(
+        send(&app2, post("/predict", "text/plain", mm_text(&a)))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(std::fs::read_dir(&keep).unwrap().count(), 1);
+}

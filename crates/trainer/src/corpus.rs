@@ -311,3 +311,33 @@ pub fn pick_standins(
         .map(|i| v[((i as f64 * step + offset) as usize).min(v.len() - 1)])
         .collect()
 }
+
+/// Matrices of served requests: the distinct matrix hashes of the request log
+/// whose copy the server kept in `dir` (`server --keep-matrices DIR`), as corpus
+/// items with source `request`. Hashes without a kept file are counted and skipped.
+pub async fn request_items(store: &store::Store, dir: &Path) -> Result<(Vec<Item>, usize)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut after = store::RequestId(0);
+    loop {
+        let page = store.requests_since(after, 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = last.id;
+        seen.extend(page.into_iter().filter_map(|r| r.record.matrix_hash));
+    }
+    let mut items = Vec::new();
+    let mut missing = 0;
+    for hash in seen {
+        let p = dir.join(format!("{hash}.mtx"));
+        if p.is_file() {
+            items.push(Item {
+                name: format!("request:{}", &hash[..hash.len().min(16)]),
+                source: "request".into(),
+                kind: "request".into(),
+                spec: Spec::File(p),
+            });
+        } else {
+            missing += 1;
+        }
+    }
+    Ok((items, missing))
+}

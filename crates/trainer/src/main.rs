@@ -69,6 +69,10 @@ struct Common {
     /// Most timed repetitions per measurement.
     #[arg(long, global = true, default_value_t = 15)]
     max_reps: usize,
+    /// Also learn from served work: the matrices of the request log whose copies
+    /// the server kept in DIR (`server --keep-matrices DIR`).
+    #[arg(long, global = true, value_name = "DIR")]
+    include_requests: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -88,6 +92,20 @@ enum Command {
 }
 
 impl Common {
+    /// Adds the served matrices to the corpus when `--include-requests` is given.
+    async fn add_requests(&self, env: &Env, items: &mut Vec<corpus::Item>) -> Result<()> {
+        if let Some(dir) = &self.include_requests {
+            let (extra, missing) = corpus::request_items(&env.store, dir).await?;
+            eprintln!(
+                "trainer: {} served matrices from {} added ({missing} logged matrices have no kept copy)",
+                extra.len(),
+                dir.display()
+            );
+            items.extend(extra);
+        }
+        Ok(())
+    }
+
     fn precisions(&self) -> Result<Vec<Precision>> {
         Ok(match self.precision.as_str() {
             "both" => vec![Precision::F32, Precision::F64],
@@ -160,8 +178,9 @@ async fn main() -> Result<()> {
             Ok(())
         }
         Command::Label => {
-            let (_, items) = c.corpus()?;
+            let (_, mut items) = c.corpus()?;
             let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
+            c.add_requests(&env, &mut items).await?;
             let lc = pipeline::label_corpus(
                 &env,
                 &items,
@@ -207,8 +226,10 @@ fn report_labelling(lc: &pipeline::LabelledCorpus, items: &[corpus::Item]) {
 }
 
 async fn run(c: &Common) -> Result<()> {
-    let (manifest, items) = c.corpus()?;
+    let (manifest, mut items) = c.corpus()?;
     let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
+    c.add_requests(&env, &mut items).await?;
+    let items = items;
     let opts = c.label_options();
     let lc = pipeline::label_corpus(
         &env,

@@ -39,11 +39,19 @@ fn tiny_corpus() -> Vec<Item> {
             name: format!("gen:{}", f.name()),
             source: format!("generator:{}", f.name()),
             kind: f.name().into(),
-            spec: Spec::Generator { family: *f, nnz: 3000, seed: 1 },
+            spec: Spec::Generator {
+                family: *f,
+                nnz: 3000,
+                seed: 1,
+            },
         })
         .collect();
     let dir = real_dir();
-    for f in ["HB__can_229.mtx.gz", "HB__abb313.mtx.gz", "Bai__rdb200.mtx.gz"] {
+    for f in [
+        "HB__can_229.mtx.gz",
+        "HB__abb313.mtx.gz",
+        "Bai__rdb200.mtx.gz",
+    ] {
         items.push(Item {
             name: f.trim_end_matches(".mtx.gz").into(),
             source: "suitesparse".into(),
@@ -55,7 +63,11 @@ fn tiny_corpus() -> Vec<Item> {
 }
 
 fn quick() -> LabelOptions {
-    LabelOptions { min_reps: 2, max_reps: 3, ..LabelOptions::default() }
+    LabelOptions {
+        min_reps: 2,
+        max_reps: 3,
+        ..LabelOptions::default()
+    }
 }
 
 async fn env(db: &str) -> Option<Env> {
@@ -72,7 +84,11 @@ async fn env(db: &str) -> Option<Env> {
         })
         .await
         .expect("device row");
-    Some(Env { engine, store, device })
+    Some(Env {
+        engine,
+        store,
+        device,
+    })
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -83,16 +99,30 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
     let items = tiny_corpus();
 
     // A budget of zero stops before the first measurement: an interrupted run.
-    let lc = pipeline::label_corpus(&env, &items, &[Precision::F64], &quick(), Some(std::time::Duration::ZERO), serde_json::Value::Null)
-        .await
-        .unwrap();
+    let lc = pipeline::label_corpus(
+        &env,
+        &items,
+        &[Precision::F64],
+        &quick(),
+        Some(std::time::Duration::ZERO),
+        serde_json::Value::Null,
+    )
+    .await
+    .unwrap();
     assert!(lc.interrupted);
     let runs = env.store.list_runs().await.unwrap();
     assert_eq!(runs.last().unwrap().status, store::RunStatus::Interrupted);
 
-    let lc = pipeline::label_corpus(&env, &items, &[Precision::F64], &quick(), None, serde_json::Value::Null)
-        .await
-        .unwrap();
+    let lc = pipeline::label_corpus(
+        &env,
+        &items,
+        &[Precision::F64],
+        &quick(),
+        None,
+        serde_json::Value::Null,
+    )
+    .await
+    .unwrap();
     assert!(lc.failed.is_empty(), "{:?}", lc.failed);
     assert_eq!(lc.f64.len(), items.len());
     let kernels = trainer::label::kernel_order();
@@ -111,16 +141,28 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
         // The oracle is the fastest whole plan, and it is flagged in the database.
         let (os, op) = l.labels.oracle().unwrap();
         assert!(l.labels.plans.values().all(|p| p.total_ms >= op.total_ms));
-        let stored = env.store.oracle_plan(l.labels.matrix, env.device, Precision::F64).await.unwrap().unwrap();
+        let stored = env
+            .store
+            .oracle_plan(l.labels.matrix, env.device, Precision::F64)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(stored.record.plan.scheme, os);
         assert_eq!(l.samples.stage2.len(), l.labels.bins.len());
     }
 
     // Resume: nothing is timed again and the labels are the same.
     let before = env.store.measurement_count().await.unwrap();
-    let again = pipeline::label_corpus(&env, &items, &[Precision::F64], &quick(), None, serde_json::Value::Null)
-        .await
-        .unwrap();
+    let again = pipeline::label_corpus(
+        &env,
+        &items,
+        &[Precision::F64],
+        &quick(),
+        None,
+        serde_json::Value::Null,
+    )
+    .await
+    .unwrap();
     assert_eq!(env.store.measurement_count().await.unwrap(), before);
     for (a, b) in lc.f64.iter().zip(&again.f64) {
         assert_eq!(a.labels.bins, b.labels.bins);
@@ -129,7 +171,14 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
 
     // Fit on all of it, save, load: identical predictions on every matrix.
     let train: Vec<&pipeline::Labelled> = lc.f64.iter().collect();
-    let fitted = pipeline::fit_precision(&train, &env.engine.info().name, Precision::F64, "tiny test corpus", 3).unwrap();
+    let fitted = pipeline::fit_precision(
+        &train,
+        &env.engine.info().name,
+        Precision::F64,
+        "tiny test corpus",
+        3,
+    )
+    .unwrap();
     let path = dir.path().join("m.json");
     fitted.model.save(&path).unwrap();
     let loaded = selector::Model::load(&path).unwrap();
@@ -137,25 +186,41 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
     for it in &items {
         let a = it.load().unwrap();
         let f = sparse::Features::of(&a);
-        assert_eq!(fitted.model.predict(&f, a.row_ptr()).plan, loaded.predict(&f, a.row_ptr()).plan);
+        assert_eq!(
+            fitted.model.predict(&f, a.row_ptr()).plan,
+            loaded.predict(&f, a.row_ptr()).plan
+        );
     }
 
     // Evaluation of the real matrices: every time measured, ratios at most 1.
-    let real: Vec<&pipeline::Labelled> = lc.f64.iter().filter(|l| items[l.item].is_real()).collect();
-    let rows = pipeline::evaluate_labelled(&env, &loaded, &items, &real, Precision::F64, &quick()).await.unwrap();
+    let real: Vec<&pipeline::Labelled> =
+        lc.f64.iter().filter(|l| items[l.item].is_real()).collect();
+    let rows = pipeline::evaluate_labelled(&env, &loaded, &items, &real, Precision::F64, &quick())
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert!(r.predicted_ms > 0.0 && r.oracle_ms > 0.0, "{r:?}");
         assert!(r.oracle_ratio() <= 1.0 + 1e-12, "{r:?}");
         assert!(r.worst_single_ms >= r.best_single_ms);
-        assert!(r.serial_ms.is_finite() && r.vector_ms.is_finite() && r.csr_adaptive_ms.is_finite());
+        assert!(
+            r.serial_ms.is_finite() && r.vector_ms.is_finite() && r.csr_adaptive_ms.is_finite()
+        );
         assert!(KernelId::all().contains(&r.best_single));
     }
     let out = dir.path().join("report");
-    let s = pipeline::write_outputs(&out, "test", &rows, &loaded, &real, serde_json::Value::Null).unwrap();
+    let s = pipeline::write_outputs(&out, "test", &rows, &loaded, &real, serde_json::Value::Null)
+        .unwrap();
     assert_eq!(s.matrices, 3);
     assert!(s.geomean_oracle_ratio > 0.0 && s.geomean_oracle_ratio <= 1.0 + 1e-12);
-    for f in ["evaluation_test.csv", "report_test.md", "fig6_test.svg", "fig7_test.svg", "confusion_stage1_test.svg", "confusion_stage2_test.svg"] {
+    for f in [
+        "evaluation_test.csv",
+        "report_test.md",
+        "fig6_test.svg",
+        "fig7_test.svg",
+        "confusion_stage1_test.svg",
+        "confusion_stage2_test.svg",
+    ] {
         assert!(out.join(f).exists(), "{f}");
     }
 }
@@ -165,13 +230,24 @@ fn split_is_by_matrix_and_stratified() {
     let items: Vec<Item> = (0..40)
         .map(|i| Item {
             name: format!("m{i}"),
-            source: if i % 2 == 0 { "suitesparse".into() } else { "generator:x".into() },
+            source: if i % 2 == 0 {
+                "suitesparse".into()
+            } else {
+                "generator:x".into()
+            },
             kind: "k".into(),
-            spec: Spec::Generator { family: Family::UniformRandom, nnz: 1000 * (1 + i % 3), seed: i as u64 },
+            spec: Spec::Generator {
+                family: Family::UniformRandom,
+                nnz: 1000 * (1 + i % 3),
+                seed: i as u64,
+            },
         })
         .collect();
     let sides = pipeline::split_items(&items, 42);
-    let test = sides.iter().filter(|s| **s == trainer::split::Side::Test).count();
+    let test = sides
+        .iter()
+        .filter(|s| **s == trainer::split::Side::Test)
+        .count();
     assert_eq!(test, 10);
     assert_eq!(sides, pipeline::split_items(&items, 42));
 }
@@ -182,4 +258,34 @@ fn model_file_names_are_slugs() {
         pipeline::model_file_name("pthread-skylake-avx512-AMD EPYC", Precision::F32),
         "pthread-skylake-avx512-amd-epyc-f32.json"
     );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn served_matrices_join_the_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Store::open_in_memory().await.unwrap();
+    let a = Family::PowerLaw.generate(500, 1).unwrap();
+    let kept = a.content_hash();
+    for hash in [kept.clone(), kept.clone(), "feedface".to_string()] {
+        db.log_request(&store::RequestRecord {
+            route: "/spmv".into(),
+            matrix_hash: Some(hash),
+            features: None,
+            plan: None,
+            precision: Some(Precision::F64),
+            device: None,
+            model: None,
+            kernel_ms: Some(0.1),
+            e2e_ms: Some(0.2),
+            status: 200,
+        })
+        .await
+        .unwrap();
+    }
+    sparse::mm::write_path(&a, &dir.path().join(format!("{kept}.mtx"))).unwrap();
+    let (items, missing) = corpus::request_items(&db, dir.path()).await.unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(missing, 1);
+    assert_eq!(items[0].source, "request");
+    assert_eq!(items[0].load().unwrap(), a);
 }

@@ -146,7 +146,8 @@ impl Store {
                     .journal_mode(SqliteJournalMode::Wal)
                     // In WAL mode NORMAL loses nothing when the process is killed
                     // (only on power loss), and commits are much cheaper than FULL.
-                    .synchronous(SqliteSynchronous::Normal);
+                    .synchronous(SqliteSynchronous::Normal)
+                    .row_buffer_size(4096);
                 // Switching a new file to WAL can answer "database is locked"
                 // without waiting on the busy handler while another process does
                 // the same; such an error is retried after a short wait.

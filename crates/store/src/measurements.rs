@@ -8,10 +8,11 @@ use crate::{
     DeviceId, MatrixId, Measurement, MeasurementId, MeasurementKey, NewMeasurement, Precision,
     RunId, Store, StoreError, Target,
 };
-use sparse::plan::Plan;
+use sparse::plan::{KernelId, Plan};
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{AssertSqlSafe, Sqlite};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
 
 /// `kernel` column value of a whole-plan timing.
 const PLAN_KERNEL: &str = "plan";
@@ -214,6 +215,21 @@ impl Store {
     }
 }
 
+/// The kernel of a stored name. A table built once, because reading the
+/// measurements of a large corpus parses this name hundreds of thousands of times.
+fn kernel_by_name(name: &str) -> Result<KernelId, StoreError> {
+    static NAMES: OnceLock<HashMap<String, KernelId>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| KernelId::all().into_iter().map(|k| (k.name(), k)).collect());
+    match names.get(name) {
+        Some(k) => Ok(*k),
+        None => name.parse().map_err(|_| StoreError::Decode {
+            table: "measurements",
+            column: "kernel",
+            message: format!("unknown kernel '{name}'"),
+        }),
+    }
+}
+
 fn decode_key(r: &SqliteRow) -> Result<MeasurementKey, StoreError> {
     const OP: &str = "decode measurement";
     let bin: i64 = get(r, "bin", OP)?;
@@ -223,11 +239,7 @@ fn decode_key(r: &SqliteRow) -> Result<MeasurementKey, StoreError> {
     } else {
         Target::Bin {
             bin: uint(bin, "measurements", "bin")?,
-            kernel: kernel.parse().map_err(|_| StoreError::Decode {
-                table: "measurements",
-                column: "kernel",
-                message: format!("unknown kernel '{kernel}'"),
-            })?,
+            kernel: kernel_by_name(&kernel)?,
         }
     };
     let p: String = get(r, "precision", OP)?;

@@ -160,3 +160,27 @@ async fn unsupported_url_is_refused() {
     );
     assert!(err.to_string().contains("postgres"), "{err}");
 }
+
+#[tokio::test]
+async fn an_edited_landed_migration_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::file_store(dir.path()).await;
+    store.close().await;
+    // Pretend the database was migrated with different contents of migration 1,
+    // as happens when a landed migration file is edited.
+    let url = format!("sqlite://{}", dir.path().join("results.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("UPDATE _sqlx_migrations SET checksum = x'00' WHERE version = 1")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let err = Store::connect(Some(&url)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            store::StoreError::Migrate(sqlx::migrate::MigrateError::VersionMismatch(1))
+        ),
+        "{err:?}"
+    );
+}

@@ -552,3 +552,36 @@ async fn corrupt_json_in_a_row_is_a_decode_error() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn unknown_kernel_in_a_row_is_a_decode_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = common::file_store(dir.path()).await;
+    let d = s.upsert_device(&device("dev")).await.unwrap();
+    let m = s
+        .upsert_matrix(&matrix("h", "suitesparse", 0.0))
+        .await
+        .unwrap();
+    let k = bin_key(m, d, Precision::F32, Scheme::Single, 0, KernelId::Serial);
+    s.insert_measurement(&timing(k, 1.0, None)).await.unwrap();
+    let url = format!("sqlite://{}", dir.path().join("results.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    sqlx::query("UPDATE measurements SET kernel = 'warp9'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let err = s.measured_keys(m, d, Precision::F32).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Decode {
+                table: "measurements",
+                column: "kernel",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("warp9"), "{err}");
+}

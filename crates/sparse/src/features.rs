@@ -111,12 +111,14 @@ impl Features {
             hist: [0; HIST_BUCKETS],
         };
         let long_threshold = 4.0 * mean;
-        let acc = (0..nrows)
+        // Blocks of rows, each folded into one accumulator in place (folding row by
+        // row would move the accumulator, histogram included, once per row).
+        const BLOCK: usize = 4096;
+        let acc = (0..nrows.div_ceil(BLOCK))
             .into_par_iter()
-            .with_min_len(4096)
-            .fold(
-                || zero,
-                |mut a, r| {
+            .map(|b| {
+                let mut a = zero;
+                for r in b * BLOCK..((b + 1) * BLOCK).min(nrows) {
                     let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
                     let len = e - s;
                     a.min = a.min.min(len);
@@ -137,9 +139,9 @@ impl Features {
                         a.band = a.band.max(dd);
                     }
                     a.dist += rowdist as f64;
-                    a
-                },
-            )
+                }
+                a
+            })
             .reduce(
                 || zero,
                 |mut a, b| {

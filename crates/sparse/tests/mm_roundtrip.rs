@@ -172,6 +172,14 @@ fn empty_matrices_and_odd_whitespace() {
         &[],
         &[],
     );
+    // A byte order mark before the banner.
+    assert_csr(
+        &read("\u{feff}%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 2\n"),
+        (1, 1),
+        &[0, 1],
+        &[0],
+        &[2.0],
+    );
     // Leading blanks, tabs, trailing blanks, no final newline.
     let a = read(" %%MatrixMarket\tmatrix coordinate real general  \n  2\t2 2 \n\t1\t1 +1.5  \n  2   2\t-.5e1");
     assert_csr(&a, (2, 2), &[0, 1, 2], &[0, 1], &[1.5, -5.0]);
@@ -213,7 +221,7 @@ fn awkward_values_roundtrip_exactly() {
         f64::MIN_POSITIVE / 8.0, // subnormal
         f64::MAX,
         -0.0,
-        123456789.123456789,
+        123_456_789.123_456_78,
         2.0f64.powi(60),
         f64::INFINITY,
         f64::NAN,

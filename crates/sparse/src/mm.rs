@@ -130,7 +130,7 @@ pub fn write<T: Scalar, W: Write>(a: &Csr<T>, w: W) -> std::io::Result<()> {
     w.flush()
 }
 
-/// Writes `a` to a file with [`write`], gzip-compressed when the name ends in `.gz`.
+/// Writes `a` to a file with [`write()`], gzip-compressed when the name ends in `.gz`.
 pub fn write_path<T: Scalar>(a: &Csr<T>, path: &Path) -> std::io::Result<()> {
     let file = std::fs::File::create(path)?;
     if path

@@ -21,7 +21,7 @@ pub const HIST_BUCKETS: usize = 18;
 /// | `nnz_row_max_over_mean` | longest row / mean (0 when mean is 0) |
 /// | `empty_rows`, `empty_row_frac` | count and fraction of rows with no entry |
 /// | `long_row_nnz_share` | share of nonzeros in rows longer than 4x the mean |
-/// | `col_dist_mean` | mean of `|c - r|` over entries, divided by `cols` (locality of x) |
+/// | `col_dist_mean` | mean of `|c - r|` over entries, divided by `cols` (locality of x); above 2^19 nonzeros, over evenly spaced blocks of 4096 rows holding about 2^19 entries |
 /// | `bandwidth_frac` | `max |c - r|` over entries, divided by `cols` |
 /// | `density` | `nnz / (rows * cols)` |
 /// | `hist_*` | fraction of rows whose length falls in each log2 bucket |
@@ -93,20 +93,22 @@ impl Features {
         struct Acc {
             min: usize,
             max: usize,
-            sumsq: f64,
+            sumsq: u128,
             empty: usize,
             long_nnz: usize,
             dist: f64,
+            dist_nnz: usize,
             band: u64,
             hist: [usize; HIST_BUCKETS],
         }
         let zero = Acc {
             min: usize::MAX,
             max: 0,
-            sumsq: 0.0,
+            sumsq: 0,
             empty: 0,
             long_nnz: 0,
             dist: 0.0,
+            dist_nnz: 0,
             band: 0,
             hist: [0; HIST_BUCKETS],
         };
@@ -114,31 +116,43 @@ impl Features {
         // Blocks of rows, each folded into one accumulator in place (folding row by
         // row would move the accumulator, histogram included, once per row).
         const BLOCK: usize = 4096;
-        let acc = (0..nrows.div_ceil(BLOCK))
+        // Column locality is estimated from every `stride`-th block of rows once the
+        // matrix is large (about 2^19 entries read at most), so that the analysis
+        // stays well under the cost of one SpMV; everything else is exact.
+        let nblocks = nrows.div_ceil(BLOCK);
+        let stride = nnz.div_ceil(1 << 19).clamp(1, nblocks.max(1));
+        let long_len = long_threshold.floor() as usize;
+        let acc = (0..nblocks)
             .into_par_iter()
             .map(|b| {
                 let mut a = zero;
-                for r in b * BLOCK..((b + 1) * BLOCK).min(nrows) {
-                    let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
-                    let len = e - s;
+                let rows = b * BLOCK..((b + 1) * BLOCK).min(nrows);
+                let mut sq = 0u64;
+                for r in rows.clone() {
+                    let len = (row_ptr[r + 1] - row_ptr[r]) as usize;
                     a.min = a.min.min(len);
                     a.max = a.max.max(len);
-                    let d = len as f64 - mean;
-                    a.sumsq += d * d;
-                    if len == 0 {
-                        a.empty += 1;
-                    }
-                    if len as f64 > long_threshold {
-                        a.long_nnz += len;
-                    }
+                    sq += (len * len) as u64;
+                    a.empty += usize::from(len == 0);
+                    a.long_nnz += if len > long_len { len } else { 0 };
                     a.hist[hist_bucket(len)] += 1;
-                    let mut rowdist = 0u64;
-                    for &c in &col_idx[s..e] {
-                        let dd = (c as i64 - r as i64).unsigned_abs();
-                        rowdist += dd;
-                        a.band = a.band.max(dd);
+                }
+                a.sumsq = sq as u128;
+                for r in rows {
+                    let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+                    let len = e - s;
+                    if len > 0 {
+                        // Rows are sorted: the farthest entry is the first or the last.
+                        let (first, last) = (col_idx[s] as i64, col_idx[e - 1] as i64);
+                        let ri = r as i64;
+                        a.band = a.band.max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
+                        if b % stride == 0 {
+                            // A plain sum the compiler can vectorise.
+                            let rowdist: i64 = col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
+                            a.dist += rowdist as f64;
+                            a.dist_nnz += len;
+                        }
                     }
-                    a.dist += rowdist as f64;
                 }
                 a
             })
@@ -151,6 +165,7 @@ impl Features {
                     a.empty += b.empty;
                     a.long_nnz += b.long_nnz;
                     a.dist += b.dist;
+                    a.dist_nnz += b.dist_nnz;
                     a.band = a.band.max(b.band);
                     for i in 0..HIST_BUCKETS {
                         a.hist[i] += b.hist[i];
@@ -159,7 +174,12 @@ impl Features {
                 },
             );
         let min = if nrows == 0 { 0 } else { acc.min };
-        let var = if nrows == 0 { 0.0 } else { acc.sumsq / nrows as f64 };
+        // Population variance from exact integer sums: E[len^2] - mean^2.
+        let var = if nrows == 0 {
+            0.0
+        } else {
+            (acc.sumsq as f64 / nrows as f64 - mean * mean).max(0.0)
+        };
         let n = ncols.max(1) as f64;
         let mut v = vec![
             nrows as f64,
@@ -174,7 +194,7 @@ impl Features {
             acc.empty as f64,
             acc.empty as f64 / m,
             if nnz > 0 { acc.long_nnz as f64 / nnz as f64 } else { 0.0 },
-            if nnz > 0 { acc.dist / nnz as f64 / n } else { 0.0 },
+            if acc.dist_nnz > 0 { acc.dist / acc.dist_nnz as f64 / n } else { 0.0 },
             acc.band as f64 / n,
             nnz as f64 / (m * n),
         ];

@@ -136,10 +136,16 @@ pub struct CorpusOptions {
 }
 
 impl CorpusOptions {
-    /// Options from a manifest, resolving its folders (falling back when the real
-    /// folder is missing, and saying so).
-    pub fn from_manifest(m: &Manifest, matrices_override: Option<PathBuf>) -> CorpusOptions {
-        let root = repo_root();
+    /// Options from a manifest read from `manifest_path`, resolving its folders
+    /// against the folder above the manifest's own (the repository root for
+    /// `training-data/manifest.json`, wherever the repository or image lives), and
+    /// falling back, with a note, when the real folder is missing.
+    pub fn from_manifest(m: &Manifest, manifest_path: &Path, matrices_override: Option<PathBuf>) -> CorpusOptions {
+        let root = manifest_path
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(repo_root);
         let real = matrices_override.unwrap_or_else(|| {
             let p = root.join(&m.real_dir);
             if p.is_dir() {

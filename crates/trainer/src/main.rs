@@ -116,7 +116,7 @@ impl Common {
     fn corpus(&self) -> Result<(Manifest, Vec<corpus::Item>)> {
         let mpath = self.manifest.clone().unwrap_or_else(Manifest::default_path);
         let m = Manifest::load(&mpath)?;
-        let mut opts = CorpusOptions::from_manifest(&m, self.matrices.clone());
+        let mut opts = CorpusOptions::from_manifest(&m, &mpath, self.matrices.clone());
         if let Some(n) = self.standins {
             opts.standins = n;
         }

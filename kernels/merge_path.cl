@@ -8,10 +8,10 @@
 // prefix sum of their lengths (row_ptr itself for the whole matrix), so the same
 // kernel serves a single bin or the whole matrix.
 //
-// Pass 1 (spmv_merge_path): each work-item finds its start on the path by a
-// binary search of its diagonal, then walks MP_ITEMS steps; each row it
-// finishes gets y = its share of the row; the row still open at the end of its
-// chunk leaves (row, partial) in carry_row / carry_val.
+// Pass 1 (spmv_merge_path): each work-item finds both ends of its share of the
+// path by binary searches of its two diagonals, then runs plain row loops over
+// the rows that end inside it (y = its share of each); the row still open at the
+// end of its chunk leaves (row, partial) in carry_row / carry_val.
 // Pass 2 (spmv_merge_path_fixup): for each run of chunks carrying the same row,
 // the first chunk of the run adds the run's partials to y, in order. No atomics,
 // deterministic, no state left between calls.
@@ -19,6 +19,19 @@
 #ifndef MP_ITEMS
 #define MP_ITEMS 32
 #endif
+
+// Start of diagonal d on the merge path: i = rows finished before it (the
+// nonzero coordinate is d - i).
+inline uint merge_path_search(ulong d, uint n, uint nnz, __global const uint* list_ptr) {
+    uint lo = d > nnz ? (uint)(d - nnz) : 0u;
+    uint hi = (uint)min(d, (ulong)n);
+    while (lo < hi) {
+        const uint mid = lo + (hi - lo) / 2;
+        // list_ptr[mid + 1] is the end of row mid; compare with nonzero d - mid - 1.
+        if ((ulong)list_ptr[mid + 1] <= d - mid - 1) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
 
 __kernel void spmv_merge_path(const uint n, const uint nnz, const uint use_list, const uint base,
                               __global const uint* rows, __global const uint* list_ptr,
@@ -31,41 +44,26 @@ __kernel void spmv_merge_path(const uint n, const uint nnz, const uint use_list,
     const ulong total = (ulong)n + nnz;
     const ulong d0 = min((ulong)t * MP_ITEMS, total);
     const ulong d1 = min(d0 + MP_ITEMS, total);
-    // Binary search on diagonal d0: i = rows finished before it.
-    uint lo = d0 > nnz ? (uint)(d0 - nnz) : 0u;
-    uint hi = (uint)min(d0, (ulong)n);
-    while (lo < hi) {
-        const uint mid = lo + (hi - lo) / 2;
-        // list_ptr[mid + 1] is the end of row mid; compare with nonzero d0 - mid - 1.
-        if ((ulong)list_ptr[mid + 1] <= d0 - mid - 1) lo = mid + 1; else hi = mid;
-    }
-    uint i = lo;
-    uint k = (uint)(d0 - i);           // position in the list's nonzero space
-    ulong d = d0;
+    // Both ends of this chunk's share of the path: rows i0 .. i1 - 1 end inside it.
+    const uint i0 = merge_path_search(d0, n, nnz, list_ptr);
+    const uint i1 = merge_path_search(d1, n, nnz, list_ptr);
+    const uint k1 = (uint)(d1 - i1);
+    uint k = (uint)(d0 - i0);          // position in the list's nonzero space
     value_t sum = 0;
-    while (d < d1 && i < n) {
+    for (uint i = i0; i < i1; ++i) {
         const uint r = row_of(i, use_list, base, rows);
-        const uint row_end = list_ptr[i + 1];
         const uint shift = row_ptr[r] - list_ptr[i];   // list space -> matrix space
-        const ulong room = d1 - d;
-        const uint avail = row_end - k;
-        if ((ulong)avail < room) {
-            // This chunk finishes row i.
-            for (uint kk = k; kk < row_end; ++kk) sum += vals[kk + shift] * x[col_idx[kk + shift]];
-            y[r] = sum;
-            sum = 0;
-            d += avail + 1;
-            k = row_end;
-            ++i;
-        } else {
-            const uint stop = k + (uint)room;
-            for (uint kk = k; kk < stop; ++kk) sum += vals[kk + shift] * x[col_idx[kk + shift]];
-            d += room;
-            k = stop;
-        }
+        const uint e = list_ptr[i + 1];
+        for (; k < e; ++k) sum += vals[k + shift] * x[col_idx[k + shift]];
+        y[r] = sum;
+        sum = 0;
     }
-    if (i < n) {
-        carry_row[t] = i;
+    if (i1 < n) {
+        // The row still open at the end of the chunk: its nonzeros up to k1.
+        const uint r = row_of(i1, use_list, base, rows);
+        const uint shift = row_ptr[r] - list_ptr[i1];
+        for (; k < k1; ++k) sum += vals[k + shift] * x[col_idx[k + shift]];
+        carry_row[t] = i1;
         carry_val[t] = sum;
     } else {
         carry_row[t] = NONE;

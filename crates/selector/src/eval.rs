@@ -156,10 +156,14 @@ impl EvalReport {
         })
     }
 
-    /// A single figure of merit: the product of the two stages' geometric-mean
-    /// ratios, a proxy of the whole plan's share of oracle performance.
+    /// A single figure of merit, a proxy of the whole plan's share of oracle
+    /// performance: stage 1's geometric-mean ratio (one sample per matrix) times
+    /// stage 2's total ratio (sum of best times / sum of chosen times), because a
+    /// plan's time is the sum of its bins' times: a wrong kernel on a bin of a few
+    /// rows costs microseconds, one on the bin holding most of the matrix costs the
+    /// matrix, and the per-bin geometric mean would weigh both alike.
     pub fn score(&self) -> f64 {
-        self.stage1.geomean_ratio * self.stage2.geomean_ratio
+        self.stage1.geomean_ratio * self.stage2.total_ratio
     }
 
     /// Whether `self` loses less time than `other` (higher [`EvalReport::score`];

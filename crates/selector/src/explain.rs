@@ -71,4 +71,8 @@ pub struct Explanation {
     pub stage1: SchemeDecision,
     /// Stage 2: one entry per non-empty bin, by increasing bin.
     pub stage2: Vec<BinDecision>,
+    /// When stage 2 chose one kernel for every bin, the plan runs it on the whole
+    /// matrix (single-bin scheme, one launch, no row list): the scheme stage 1 chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collapsed_from: Option<Scheme>,
 }

@@ -269,6 +269,22 @@ impl Model {
                 });
             }
         }
+        // Every bin chose the same kernel: the grouped launch would run it over all
+        // rows through a row list; the single-bin scheme runs the same kernel over
+        // the same rows as a plain range, one launch and no list. Same result, never
+        // slower, so the plan is collapsed (and the explanation says so).
+        let uniform = kernels
+            .first()
+            .map(|f| f.1)
+            .filter(|k| kernels.iter().all(|(_, kk)| kk == k));
+        let (plan, binning, collapsed_from) = match uniform {
+            Some(k) if scheme != Scheme::Single => (
+                Plan::single(k),
+                Binning::new(row_ptr, Scheme::Single),
+                Some(scheme),
+            ),
+            _ => (Plan { scheme, kernels }, binning, None),
+        };
         let explanation = explain.then(|| Explanation {
             selector: "model".into(),
             stage1: SchemeDecision {
@@ -276,9 +292,10 @@ impl Model {
                 scheme,
             },
             stage2: bins,
+            collapsed_from,
         });
         Prediction {
-            plan: Plan { scheme, kernels },
+            plan,
             binning,
             explanation,
         }

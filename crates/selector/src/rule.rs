@@ -93,6 +93,7 @@ pub fn rule_prediction(f: &Features, row_ptr: &[u32], explain: bool) -> Predicti
                 kernel,
             })
             .collect(),
+        collapsed_from: None,
     });
     Prediction {
         plan,

@@ -140,7 +140,11 @@ impl CorpusOptions {
     /// against the folder above the manifest's own (the repository root for
     /// `training-data/manifest.json`, wherever the repository or image lives), and
     /// falling back, with a note, when the real folder is missing.
-    pub fn from_manifest(m: &Manifest, manifest_path: &Path, matrices_override: Option<PathBuf>) -> CorpusOptions {
+    pub fn from_manifest(
+        m: &Manifest,
+        manifest_path: &Path,
+        matrices_override: Option<PathBuf>,
+    ) -> CorpusOptions {
         let root = manifest_path
             .parent()
             .and_then(Path::parent)

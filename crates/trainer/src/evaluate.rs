@@ -13,6 +13,9 @@ use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::path::Path;
 use std::time::Instant;
 
+/// Interleaved timing rounds per evaluated plan (the best round is kept).
+pub const EVAL_ROUNDS: usize = 3;
+
 /// One evaluated matrix (times in ms, kernel time from profiling events).
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalRow {
@@ -79,30 +82,36 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
     let dm = lab.engine.upload(a)?;
     let x = test_vector::<T>(a.ncols());
     let m = labels.matrix;
-    let time = |plan: Plan| {
-        let dm = &dm;
-        let x = &x;
-        async move {
-            let b = Binning::new(a.row_ptr(), plan.scheme);
-            lab.plan_time(m, dm, &b, &plan, x, false).await
-        }
-    };
-    let predicted_ms = if pred.plan.kernels.is_empty() {
-        0.0
-    } else {
-        lab.plan_time(m, &dm, &pred.binning, &pred.plan, &x, false)
-            .await?
-    };
     let (oracle_scheme, oracle_plan) = labels
         .oracle()
         .map(|(s, p)| (s, p.plan.clone()))
         .unwrap_or((Scheme::Single, Plan::single(KernelId::Serial)));
-    let mut oracle_ms = time(oracle_plan).await?;
-    let mut singles = Vec::new();
-    for k in KernelId::all() {
-        singles.push((k, time(Plan::single(k)).await?));
+    // Every candidate is timed in EVAL_ROUNDS interleaved rounds and keeps its best
+    // round: on a CPU device microsecond kernels drift with the state of the worker
+    // threads, and timing one plan after the other would charge that drift to
+    // whichever plan came first.
+    let mut plans: Vec<Plan> = vec![pred.plan.clone(), oracle_plan];
+    plans.extend(KernelId::all().into_iter().map(Plan::single));
+    plans.push(selector::rule_plan(&features, a.row_ptr()));
+    let mut best_ms = vec![f64::INFINITY; plans.len()];
+    for _ in 0..EVAL_ROUNDS {
+        for (i, plan) in plans.iter().enumerate() {
+            if plan.kernels.is_empty() {
+                best_ms[i] = 0.0;
+                continue;
+            }
+            let b = Binning::new(a.row_ptr(), plan.scheme);
+            let t = lab.plan_time(m, &dm, &b, plan, &x, false).await?;
+            best_ms[i] = best_ms[i].min(t);
+        }
     }
-    let rule_ms = time(selector::rule_plan(&features, a.row_ptr())).await?;
+    let predicted_ms = best_ms[0];
+    let mut oracle_ms = best_ms[1];
+    let singles: Vec<(KernelId, f64)> = KernelId::all()
+        .into_iter()
+        .zip(best_ms[2..2 + KernelId::all().len()].iter().copied())
+        .collect();
+    let rule_ms = *best_ms.last().expect("the rule plan");
     let single = |k: KernelId| {
         singles
             .iter()

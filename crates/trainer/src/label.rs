@@ -38,7 +38,7 @@ impl Default for LabelOptions {
         LabelOptions {
             warmup: 1,
             min_reps: 3,
-            max_reps: 15,
+            max_reps: 25,
             target_ms: 4.0,
             hopeless_factor: 8.0,
         }

@@ -67,7 +67,7 @@ struct Common {
     #[arg(long, global = true, default_value_t = 3)]
     min_reps: usize,
     /// Most timed repetitions per measurement.
-    #[arg(long, global = true, default_value_t = 15)]
+    #[arg(long, global = true, default_value_t = 25)]
     max_reps: usize,
     /// Also learn from served work: the matrices of the request log whose copies
     /// the server kept in DIR (`server --keep-matrices DIR`).

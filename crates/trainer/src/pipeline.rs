@@ -26,6 +26,8 @@ pub struct Labelled {
     pub labels: MatrixLabels,
     /// Its training samples.
     pub samples: Samples,
+    /// Its CSR row pointer (to plan it again without reading it again).
+    pub row_ptr: Vec<u32>,
 }
 
 /// The results of labelling a corpus in both precisions.
@@ -125,6 +127,7 @@ async fn label_one<T: DeviceScalar>(
         .map(|labels| Labelled {
             item: idx,
             samples: samples(&labels, a.row_ptr()),
+            row_ptr: a.row_ptr().to_vec(),
             labels,
         }))
 }
@@ -228,6 +231,60 @@ pub fn split_items(items: &[Item], seed: u64) -> Vec<Side> {
     split(&strata, 0.25, seed)
 }
 
+/// Near-tie tolerances tried when fitting (relative to the best time).
+pub const TIE_TOLERANCES: [f64; 4] = [0.02, 0.05, 0.10, 0.20];
+
+/// Tree depths tried when fitting.
+pub const MAX_DEPTHS: [usize; 4] = [4, 6, 9, 14];
+
+/// The time (ms) of `plan` on a labelled matrix, estimated from the labels: the
+/// sum of its bins' times alone, scaled by how the scheme's best plan as a whole
+/// compared with its bins alone (launch interaction). `None` when a bin or kernel
+/// was not labelled.
+pub fn estimate_plan_ms(labels: &MatrixLabels, plan: &sparse::Plan) -> Option<f64> {
+    let mut sum = 0.0;
+    for (bin, k) in &plan.kernels {
+        let times = labels.bins.get(&(plan.scheme, *bin))?;
+        sum += times.iter().find(|(kk, _)| kk == k)?.1;
+    }
+    let factor = labels
+        .plans
+        .get(&plan.scheme)
+        .filter(|p| p.bins_sum_ms > 0.0 && plan.kernels.len() > 1)
+        .map_or(1.0, |p| p.total_ms / p.bins_sum_ms);
+    Some(sum * factor)
+}
+
+/// Geometric mean over labelled matrices of oracle time / estimated time of the
+/// model's plan (1.0 is perfect); matrices whose plan cannot be estimated count as
+/// their slowest scheme.
+pub fn validation_score(model: &Model, labelled: &[&&Labelled]) -> f64 {
+    let mut log = 0.0;
+    let mut n = 0usize;
+    for l in labelled {
+        let Some((_, oracle)) = l.labels.oracle() else {
+            continue;
+        };
+        let pred = model.predict(&l.labels.features, &l.row_ptr);
+        let worst = l
+            .labels
+            .plans
+            .values()
+            .map(|p| p.total_ms)
+            .fold(oracle.total_ms, f64::max);
+        let t = estimate_plan_ms(&l.labels, &pred.plan)
+            .unwrap_or(worst)
+            .max(1e-12);
+        log += (oracle.total_ms.min(t) / t).ln();
+        n += 1;
+    }
+    if n == 0 {
+        0.0
+    } else {
+        (log / n as f64).exp()
+    }
+}
+
 /// What fitting produced for one precision.
 pub struct Fitted {
     /// The chosen model (card filled).
@@ -246,7 +303,6 @@ pub fn fit_precision(
     corpus: &str,
     seed: u64,
 ) -> Result<Fitted> {
-    let base = TrainParams::new().seed(seed).check()?;
     let strata: Vec<(String, u32)> = train
         .iter()
         .map(|l| {
@@ -267,15 +323,47 @@ pub fn fit_precision(
             t2.extend(l.samples.stage2.iter().cloned());
         }
     }
-    let modes = Weighting::ALL;
-    let (chosen, results) = selector::fit_variants(&t1, &t2, &v1, &v2, &base, &modes)?;
-    let weighting = chosen.card.hyper_parameters.check()?.weighting();
+    // Every (tolerance, weighting, depth) is fitted on the training part and judged
+    // on the validation matrices by what users feel: the time of the whole plan it
+    // predicts (estimated from the labels) against the oracle's, geometric mean over
+    // matrices. Timer noise on microsecond kernels is larger than 2%, hence the
+    // tolerances; near-tied labels invite overfitting, hence the depths.
+    let mut results = Vec::new();
+    let mut best: Option<(selector::ValidTrainParams, f64)> = None;
+    let valid: Vec<&&Labelled> = train
+        .iter()
+        .zip(&sides)
+        .filter(|(_, s)| **s == Side::Test)
+        .map(|(l, _)| l)
+        .collect();
+    for tol in TIE_TOLERANCES {
+        for depth in MAX_DEPTHS {
+            for w in Weighting::ALL {
+                let p = TrainParams::new()
+                    .seed(seed)
+                    .tie_tolerance(tol)
+                    .max_depth(depth)
+                    .weighting(w)
+                    .check()?;
+                let model = selector::fit(&t1, &t2, &p)?;
+                let score = validation_score(&model, &valid);
+                results.push(serde_json::json!({
+                    "tie_tolerance": tol, "max_depth": depth, "weighting": w,
+                    "validation_geomean_oracle_ratio": score,
+                }));
+                if best.as_ref().map_or(true, |(_, b)| score > *b + 1e-12) {
+                    best = Some((p, score));
+                }
+            }
+        }
+    }
+    let (params, best_score) = best.expect("at least one configuration");
+    let weighting = params.weighting();
     let all1: Vec<Stage1Sample> = train.iter().map(|l| l.samples.stage1.clone()).collect();
     let all2: Vec<Stage2Sample> = train
         .iter()
         .flat_map(|l| l.samples.stage2.iter().cloned())
         .collect();
-    let params = base.with_weighting(weighting);
     let mut model = selector::fit(&all1, &all2, &params)?;
     model.card.device = device.to_string();
     model.card.precision = precision.as_str().to_string();
@@ -284,6 +372,18 @@ pub fn fit_precision(
     if let Some(m) = model.card.metrics.as_object_mut() {
         m.insert("variants_on_validation".into(), variants.clone());
         m.insert("chosen_weighting".into(), serde_json::to_value(weighting)?);
+        m.insert(
+            "chosen_tie_tolerance".into(),
+            serde_json::json!(params.tie_tolerance()),
+        );
+        m.insert(
+            "chosen_max_depth".into(),
+            serde_json::json!(params.max_depth()),
+        );
+        m.insert(
+            "validation_geomean_oracle_ratio".into(),
+            serde_json::json!(best_score),
+        );
         m.insert("train_matrices".into(), serde_json::json!(train.len()));
     }
     Ok(Fitted { model, variants })

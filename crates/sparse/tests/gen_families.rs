@@ -233,3 +233,30 @@ fn families_hit_their_nonzero_targets() {
     }
     assert!("nope".parse::<Family>().is_err());
 }
+
+/// Generation speed at the benchmark sizes (1M, 4M, 16M nonzeros). Prints
+/// figures, asserts only the sizes; ignored because it is slow in debug builds:
+/// `cargo test --release -p sparse --test gen_families -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn generation_speed_at_benchmark_sizes() {
+    for target in [1_000_000usize, 4_000_000, 16_000_000] {
+        for f in [
+            Family::UniformRandom,
+            Family::Stencil2d,
+            Family::PowerLaw,
+            Family::Stencil3d27,
+        ] {
+            let t0 = std::time::Instant::now();
+            let m = f.generate(target, 1).unwrap();
+            let secs = t0.elapsed().as_secs_f64();
+            eprintln!(
+                "{f:>15} {target:>9}: {:>9} nnz, {:>8} rows in {secs:.2} s ({:.0} M nnz/s)",
+                m.nnz(),
+                m.nrows(),
+                m.nnz() as f64 / secs / 1e6
+            );
+            assert!((m.nnz() as f64 / target as f64 - 1.0).abs() < 0.05, "{f}");
+        }
+    }
+}

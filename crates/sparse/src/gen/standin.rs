@@ -578,6 +578,8 @@ const A_MAX: f64 = 1e9;
 struct Shape {
     /// Exponent of the three lower segments: `g(t) = 1 - (1 - t)^b` (1: linear).
     b: f64,
+    /// Extra exponent factor of the lowest segment (min to q1) alone.
+    b0: f64,
     /// Tail exponent: `g(t) = c + (1 - c) (t / (1 - s))^a` below the plateau.
     a: f64,
     /// Tail offset in `[0, 1)`.
@@ -604,7 +606,7 @@ impl Knots {
         }
         let t = ((i - p0) / (p1 - p0)).clamp(0.0, 1.0);
         let g = if j < 3 {
-            1.0 - (1.0 - t).powf(sh.b)
+            1.0 - (1.0 - t).powf(if j == 0 { sh.b * sh.b0 } else { sh.b })
         } else if t >= 1.0 - sh.s {
             1.0
         } else {
@@ -712,29 +714,37 @@ fn pin_and_fix(raw: &[u32], pins: &mut [(usize, f64)], total: u64) -> (Vec<u32>,
     let mut diff = total as i64 - lengths.iter().map(|&l| l as i64).sum::<i64>();
     while diff != 0 {
         let up = diff > 0;
+        let room = |i: usize, l: u32| if up { bounds[i].1 - l } else { l - bounds[i].0 };
         let free: Vec<usize> = (0..m)
-            .filter(|&i| {
-                !pinned[i]
-                    && if up {
-                        lengths[i] < bounds[i].1
-                    } else {
-                        lengths[i] > bounds[i].0
-                    }
-            })
+            .filter(|&i| !pinned[i] && room(i, lengths[i]) > 0)
             .collect();
         if free.is_empty() {
             break;
         }
-        let count = (diff.unsigned_abs() as usize).min(free.len());
-        for j in 0..count {
-            let i = free[((j as f64 + 0.5) * free.len() as f64 / count as f64) as usize];
-            if up {
-                lengths[i] += 1;
-            } else {
-                lengths[i] -= 1;
+        let need = diff.unsigned_abs();
+        if need < free.len() as u64 {
+            // One step each for `need` rows spread evenly over the free ones.
+            for j in 0..need as usize {
+                let i = free[((j as f64 + 0.5) * free.len() as f64 / need as f64) as usize];
+                lengths[i] = if up { lengths[i] + 1 } else { lengths[i] - 1 };
             }
+            diff = 0;
+        } else {
+            // An equal share for every free row, as far as its room allows;
+            // each pass uses at least the share of the fullest rows.
+            let share = need / free.len() as u64;
+            let mut moved = 0u64;
+            for &i in &free {
+                let step = (room(i, lengths[i]) as u64).min(share) as u32;
+                lengths[i] = if up {
+                    lengths[i] + step
+                } else {
+                    lengths[i] - step
+                };
+                moved += step as u64;
+            }
+            diff -= if up { moved as i64 } else { -(moved as i64) };
         }
-        diff -= if up { count as i64 } else { -(count as i64) };
     }
     lengths.sort_unstable();
     (lengths, diff)
@@ -778,6 +788,7 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
         let (head_pts, tail_pts) = quadrature(m, knots.pos[3]);
         let base = Shape {
             b: 1.0,
+            b0: 1.0,
             a: 1.0,
             c: 0.0,
             s: 0.0,
@@ -835,18 +846,48 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
                 ..tail
             }
         } else if max > q3 && d.variance.is_finite() {
-            // Mean fixed by a; knot k in [-1, 1] trades offset (k < 0, less
-            // variance) for plateau (k > 0, more) to approach the variance.
+            // Mean fixed by a. The knob k trades, in order of increasing
+            // variance: the lowest segment gathered at q1 (k < -1), a tail offset
+            // (-1 <= k < 0), a plateau at the maximum (0 < k <= 1), the lowest
+            // segment gathered at the minimum (k > 1); bisection on k approaches
+            // the variance. The lowest segment moves only as far as the tail can
+            // still make up the mean.
             let w_tail: f64 = tail_pts.iter().map(|p| p.1).sum();
-            let mu = ((need - q3 * w_tail) / ((max - q3) * w_tail)).clamp(0.0, 1.0);
             let mean = target / m as f64;
+            let head_for = |b0: f64| moments(&knots, &Shape { b0, ..base }, &head_pts);
+            let need_for = |b0: f64| target - head_for(b0).0;
+            // need_for decreases as b0 grows (the lowest segment moves up).
+            let b_hi = if need_for(1e3) >= tail_lo {
+                1e3
+            } else {
+                bisect(0.0, 1e3f64.ln(), 40, 0.0, |lb| tail_lo - need_for(lb.exp())).exp()
+            };
+            let b_lo = if need_for(1e-3) <= tail_hi {
+                1e-3
+            } else {
+                bisect(1e-3f64.ln(), 0.0, 40, 0.0, |lb| {
+                    tail_hi - need_for(lb.exp())
+                })
+                .exp()
+            };
             let shape_for = |k: f64| {
+                let (b0, k) = if k < -1.0 {
+                    ((-1.0 - k) * b_hi.ln(), -1.0)
+                } else if k > 1.0 {
+                    ((k - 1.0) * b_lo.ln(), 1.0)
+                } else {
+                    (0.0, k)
+                };
+                let b0 = b0.exp();
+                let need = need_for(b0);
+                let mu = ((need - q3 * w_tail) / ((max - q3) * w_tail)).clamp(0.0, 1.0);
                 let (c, s) = if k < 0.0 {
                     (-k * 0.98 * mu, 0.0)
                 } else {
                     (0.0, k * 0.98 * mu)
                 };
                 Shape {
+                    b0,
                     a: solve_a(c, s, need),
                     c,
                     s,
@@ -855,10 +896,11 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
             };
             let var_for = |k: f64| {
                 let sh = shape_for(k);
-                let (_, sq) = moments(&knots, &sh, &tail_pts);
-                (head_lin.1 + sq) / m as f64 - mean * mean
+                let (_, head_sq) = moments(&knots, &sh, &head_pts);
+                let (_, tail_sq) = moments(&knots, &sh, &tail_pts);
+                (head_sq + tail_sq) / m as f64 - mean * mean
             };
-            let k = bisect(-1.0, 1.0, 24, d.variance, var_for);
+            let k = bisect(-2.0, 2.0, 30, d.variance, var_for);
             shape_for(k)
         } else {
             Shape {
@@ -886,7 +928,7 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
         let (mut best, mut left) = pin_and_fix(&lengths, &mut pins_for([0, 0, 0]), total);
         // The nearest quartile pairs can make `total` unreachable in small
         // matrices; other exact pairs may not.
-        if left != 0 && m <= 100_000 {
+        if left != 0 && m <= 20_000 {
             for a in 0..cands[0].len() {
                 for b in 0..cands[1].len() {
                     for c in 0..cands[2].len() {

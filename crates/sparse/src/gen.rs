@@ -86,25 +86,78 @@ pub(crate) fn sample_distinct<R: Rng>(rng: &mut R, k: usize, n: usize, out: &mut
     }
 }
 
+/// Walker's alias table: draws an index with probability proportional to its
+/// weight in O(1) (one uniform index, one uniform number).
+pub(crate) struct Alias {
+    prob: Vec<f64>,
+    alias: Vec<u32>,
+    total: f64,
+}
+
+impl Alias {
+    /// Builds the table (Vose's construction) for non-negative weights.
+    pub(crate) fn new(weights: &[f64]) -> Alias {
+        let n = weights.len();
+        let total: f64 = weights.iter().sum();
+        let mut prob: Vec<f64> = if total > 0.0 {
+            weights.iter().map(|&w| w * n as f64 / total).collect()
+        } else {
+            vec![1.0; n]
+        };
+        let mut alias: Vec<u32> = (0..n as u32).collect();
+        let (mut small, mut large): (Vec<u32>, Vec<u32>) =
+            (0..n as u32).partition(|&i| prob[i as usize] < 1.0);
+        while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
+            small.pop();
+            alias[s as usize] = l;
+            prob[l as usize] -= 1.0 - prob[s as usize];
+            if prob[l as usize] < 1.0 {
+                large.pop();
+                small.push(l);
+            }
+        }
+        // Leftovers are 1 up to rounding.
+        for i in small.into_iter().chain(large) {
+            prob[i as usize] = 1.0;
+        }
+        Alias { prob, alias, total }
+    }
+
+    /// Number of indices.
+    pub(crate) fn len(&self) -> usize {
+        self.prob.len()
+    }
+
+    /// One weighted draw.
+    #[inline]
+    pub(crate) fn sample<R: Rng>(&self, rng: &mut R) -> u32 {
+        let i = rng.gen_range(0..self.prob.len());
+        if rng.gen::<f64>() < self.prob[i] {
+            i as u32
+        } else {
+            self.alias[i]
+        }
+    }
+}
+
 /// Writes `k` distinct sorted columns drawn with probability proportional to the
-/// column weights whose running sums are `cum` (`cum[j]` = weight of columns
-/// `0..=j`). When the weights are too concentrated to give `k` distinct columns
-/// in a few rounds, the rest are drawn uniformly among the columns not taken.
+/// column weights of `table`. When the weights are too concentrated to give `k`
+/// distinct columns in a few rounds, the rest are drawn uniformly among the
+/// columns not taken; rows of at least a quarter of the columns are uniform.
 pub(crate) fn sample_weighted_distinct<R: Rng>(
     rng: &mut R,
     k: usize,
-    cum: &[f64],
+    table: &Alias,
     out: &mut Vec<u32>,
     scratch: &mut Vec<u32>,
 ) {
-    let n = cum.len();
+    let n = table.len();
     out.clear();
     assert!(k <= n, "cannot draw {k} distinct columns out of {n}");
-    let total = cum.last().copied().unwrap_or(0.0);
     if k == 0 {
         return;
     }
-    if k * 4 >= n || total <= 0.0 {
+    if k * 4 >= n || table.total <= 0.0 {
         sample_distinct(rng, k, n, out);
         return;
     }
@@ -114,9 +167,7 @@ pub(crate) fn sample_weighted_distinct<R: Rng>(
             return;
         }
         for _ in 0..missing {
-            let u = rng.gen::<f64>() * total;
-            let j = cum.partition_point(|&c| c <= u).min(n - 1);
-            out.push(j as u32);
+            out.push(table.sample(rng));
         }
         out.sort_unstable();
         out.dedup();
@@ -195,8 +246,8 @@ where
             let mut rng = rng_for(seed, chunk as u64 + 1);
             let mut row_cols = Vec::new();
             let mut offset = 0usize;
-            for r in start..end {
-                let len = lengths[r] as usize;
+            for (r, &len) in lengths.iter().enumerate().take(end).skip(start) {
+                let len = len as usize;
                 fill(r, len, &mut rng, &mut row_cols);
                 debug_assert_eq!(row_cols.len(), len, "row {r}");
                 cols[offset..offset + len].copy_from_slice(&row_cols);
@@ -366,22 +417,12 @@ fn lengths_from_weights(w: &[f64], total: f64, lo: u32, hi: u32, rng: &mut ChaCh
         .collect()
 }
 
-fn cumulative(w: &[f64]) -> Vec<f64> {
-    let mut acc = 0.0;
-    w.iter()
-        .map(|&x| {
-            acc += x;
-            acc
-        })
-        .collect()
-}
-
 /// A square power-law (Chung-Lu style) matrix: row lengths follow Zipf weights
 /// `rank^-0.7` over a random row order, scaled to `avg_degree` on average (each
 /// row at least 1, at most `n`), and columns are drawn with probability following
 /// an independent Zipf weighting, so a few columns are very popular too.
 pub fn power_law(n: usize, avg_degree: f64, seed: u64) -> Result<Csr<f64>, SparseError> {
-    if n == 0 || !(avg_degree >= 1.0) || avg_degree > n as f64 {
+    if n == 0 || avg_degree.is_nan() || avg_degree < 1.0 || avg_degree > n as f64 {
         return Err(invalid(format!(
             "power_law needs n >= 1 and 1 <= avg_degree <= n (n = {n}, avg_degree = {avg_degree})"
         )));
@@ -389,10 +430,10 @@ pub fn power_law(n: usize, avg_degree: f64, seed: u64) -> Result<Csr<f64>, Spars
     let mut rng = rng_for(seed, 0);
     let row_w = zipf_weights(n, 0.7, &mut rng);
     let lengths = lengths_from_weights(&row_w, avg_degree * n as f64, 1, n as u32, &mut rng);
-    let col_cum = cumulative(&zipf_weights(n, 0.7, &mut rng));
+    let col_table = Alias::new(&zipf_weights(n, 0.7, &mut rng));
     build_rows(n, n, &lengths, seed, |_, len, rng, cols| {
         let mut scratch = Vec::new();
-        sample_weighted_distinct(rng, len, &col_cum, cols, &mut scratch)
+        sample_weighted_distinct(rng, len, &col_table, cols, &mut scratch)
     })
 }
 
@@ -783,15 +824,30 @@ mod tests {
     #[test]
     fn weighted_sampling_falls_back_to_uniform_fill() {
         // All weight on column 0: five rounds give only {0}; the fill adds the rest.
-        let mut cum = vec![1.0; 100];
-        cum[0] = 1.0;
+        let mut w = vec![0.0; 100];
+        w[0] = 1.0;
+        let table = Alias::new(&w);
         let mut rng = rng_for(1, 0);
         let (mut out, mut scratch) = (Vec::new(), Vec::new());
-        sample_weighted_distinct(&mut rng, 20, &cum, &mut out, &mut scratch);
+        sample_weighted_distinct(&mut rng, 20, &table, &mut out, &mut scratch);
         assert_eq!(out.len(), 20);
         assert!(out.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(out[0], 0);
         assert!(out.iter().all(|&c| c < 100));
+    }
+
+    #[test]
+    fn alias_table_follows_weights() {
+        let table = Alias::new(&[1.0, 0.0, 3.0, 6.0]);
+        let mut rng = rng_for(2, 0);
+        let mut counts = [0usize; 4];
+        for _ in 0..100_000 {
+            counts[table.sample(&mut rng) as usize] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        for (c, p) in counts.iter().zip([0.1, 0.0, 0.3, 0.6]) {
+            assert!((*c as f64 / 100_000.0 - p).abs() < 0.01, "{counts:?}");
+        }
     }
 
     #[test]

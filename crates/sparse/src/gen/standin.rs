@@ -28,7 +28,7 @@
 //! column lengths built from the column statistics, so popular columns stay
 //! popular.
 
-use super::{build_rows, rng_for, sample_distinct, sample_weighted_distinct};
+use super::{build_rows, rng_for, sample_distinct, sample_weighted_distinct, Alias};
 use crate::error::ParseErrorKind;
 use crate::{Csr, SparseError};
 use rand::seq::SliceRandom;
@@ -616,10 +616,13 @@ impl Knots {
     }
 }
 
+/// Quadrature points: (sorted position, weight).
+type Points = Vec<(f64, f64)>;
+
 /// Quadrature points (sorted position, weight) standing for all `m` rows: every
 /// row when `m` is small, else strided blocks plus the last rows one by one
 /// (where a heavy tail lives). Split into head (segments 1-3) and tail points.
-fn quadrature(m: usize, p3: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+fn quadrature(m: usize, p3: f64) -> (Points, Points) {
     let mut pts = Vec::new();
     if m <= 16_000 {
         pts.extend((0..m).map(|i| (i as f64, 1.0)));
@@ -764,11 +767,10 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
     let clampv = |v: f64| v.clamp(min, max);
     let (q1, med, q3) = (clampv(d.q1), clampv(d.median), clampv(d.q3));
     let target = total as f64;
-    let lengths: Vec<u32>;
     // Pinned rows: sorted position -> (value); bounds between pins.
     let mut pins: Vec<(usize, f64)> = vec![(0, min), (m - 1, max)];
     if m < 8 {
-        lengths = (0..m)
+        let lengths: Vec<u32> = (0..m)
             .map(|i| {
                 let t = if m == 1 {
                     1.0
@@ -778,7 +780,9 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
                 (min + (max - min) * t).round() as u32
             })
             .collect();
-    } else {
+        return pin_and_fix(&lengths, &mut pins, total).0;
+    }
+    {
         let qp: Vec<(usize, usize, f64, f64)> = (1..=3).map(|k| quartile_positions(m, k)).collect();
         let knot_pos = |k: usize| qp[k].0 as f64 * qp[k].2 + qp[k].1 as f64 * qp[k].3;
         let knots = Knots {
@@ -908,7 +912,7 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
                 ..base
             }
         };
-        lengths = (0..m)
+        let lengths: Vec<u32> = (0..m)
             .map(|i| clampv(knots.value(&shape, i as f64).round()) as u32)
             .collect();
         let cands: Vec<Vec<(f64, f64)>> = qp
@@ -940,16 +944,15 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
                 }
             }
         }
-        return best;
+        best
     }
-    pin_and_fix(&lengths, &mut pins, total).0
 }
 
 // ---------------------------------------------------------------------------
 // The stand-in generator.
 
-/// Options of [`standin`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Options of [`standin`]; the default keeps the full size, seed 0.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StandinOptions {
     /// Scale the matrix down (rows and columns by the same factor, row-length
     /// distribution kept) so that it holds about this many nonzeros; `None`
@@ -957,15 +960,6 @@ pub struct StandinOptions {
     pub nnz_budget: Option<u64>,
     /// Seed of every random choice.
     pub seed: u64,
-}
-
-impl Default for StandinOptions {
-    fn default() -> Self {
-        StandinOptions {
-            nnz_budget: None,
-            seed: 0,
-        }
-    }
 }
 
 /// Where the entries of a row go.
@@ -1223,17 +1217,10 @@ pub fn standin(
                 }
                 None => vec![1.0; n],
             };
-            let mut acc = 0.0;
-            let cum: Vec<f64> = weights
-                .iter()
-                .map(|&w| {
-                    acc += w;
-                    acc
-                })
-                .collect();
+            let table = Alias::new(&weights);
             build_rows(m, n, &lengths, opts.seed, |_, k, rng, out| {
                 let mut scratch = Vec::new();
-                sample_weighted_distinct(rng, k, &cum, out, &mut scratch)
+                sample_weighted_distinct(rng, k, &table, out, &mut scratch)
             })?
         }
     };

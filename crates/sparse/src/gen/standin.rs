@@ -769,7 +769,7 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
     let target = total as f64;
     // Pinned rows: sorted position -> (value); bounds between pins.
     let mut pins: Vec<(usize, f64)> = vec![(0, min), (m - 1, max)];
-    if m < 8 {
+    if m < 4 {
         let lengths: Vec<u32> = (0..m)
             .map(|i| {
                 let t = if m == 1 {

@@ -237,6 +237,9 @@ pub const TIE_TOLERANCES: [f64; 4] = [0.02, 0.05, 0.10, 0.20];
 /// Tree depths tried when fitting.
 pub const MAX_DEPTHS: [usize; 4] = [4, 6, 9, 14];
 
+/// Smallest leaf weights tried when fitting (larger leaves average out timer noise).
+pub const MIN_WEIGHT_LEAF: [f32; 2] = [1.0, 4.0];
+
 /// The time (ms) of `plan` on a labelled matrix, estimated from the labels: the
 /// sum of its bins' times alone, scaled by how the scheme's best plan as a whole
 /// compared with its bins alone (launch interaction). `None` when a bin or kernel
@@ -337,18 +340,23 @@ pub fn fit_precision(
         .map(|(l, _)| l)
         .collect();
     for tol in TIE_TOLERANCES {
-        for depth in MAX_DEPTHS {
+        for (depth, leaf) in MAX_DEPTHS
+            .iter()
+            .flat_map(|&d| MIN_WEIGHT_LEAF.iter().map(move |&l| (d, l)))
+        {
             for w in Weighting::ALL {
                 let p = TrainParams::new()
                     .seed(seed)
                     .tie_tolerance(tol)
                     .max_depth(depth)
+                    .min_weight_leaf(leaf)
+                    .min_weight_split(2.0 * leaf)
                     .weighting(w)
                     .check()?;
                 let model = selector::fit(&t1, &t2, &p)?;
                 let score = validation_score(&model, &valid);
                 results.push(serde_json::json!({
-                    "tie_tolerance": tol, "max_depth": depth, "weighting": w,
+                    "tie_tolerance": tol, "max_depth": depth, "min_weight_leaf": leaf, "weighting": w,
                     "validation_geomean_oracle_ratio": score,
                 }));
                 if best.as_ref().map_or(true, |(_, b)| score > *b + 1e-12) {
@@ -379,6 +387,10 @@ pub fn fit_precision(
         m.insert(
             "chosen_max_depth".into(),
             serde_json::json!(params.max_depth()),
+        );
+        m.insert(
+            "chosen_min_weight_leaf".into(),
+            serde_json::json!(params.min_weight_leaf()),
         );
         m.insert(
             "validation_geomean_oracle_ratio".into(),

@@ -71,7 +71,10 @@ impl FromStr for Scheme {
         if t == "single" || t == "0" {
             return Ok(Scheme::Single);
         }
-        let t = t.strip_prefix("u=").or_else(|| t.strip_prefix('u')).unwrap_or(&t);
+        let t = t
+            .strip_prefix("u=")
+            .or_else(|| t.strip_prefix('u'))
+            .unwrap_or(&t);
         match t.parse::<u32>() {
             Ok(u) if u > 0 => Ok(Scheme::Granularity(u)),
             _ => Err(SparseError::InvalidParameter(format!(

@@ -280,7 +280,11 @@ impl<T: Scalar> Csr<T> {
             ncols: self.ncols,
             row_ptr: self.row_ptr.clone(),
             col_idx: self.col_idx.clone(),
-            values: self.values.iter().map(|v| U::from_f64(v.to_f64())).collect(),
+            values: self
+                .values
+                .iter()
+                .map(|v| U::from_f64(v.to_f64()))
+                .collect(),
         }
     }
 
@@ -336,8 +340,14 @@ mod tests {
 
     #[test]
     fn try_new_sorts_and_sums_duplicates() {
-        let m = Csr::<f64>::try_new(2, 3, vec![0, 3, 4], vec![2, 0, 2, 1], vec![1.0, 2.0, 3.0, 4.0])
-            .unwrap();
+        let m = Csr::<f64>::try_new(
+            2,
+            3,
+            vec![0, 3, 4],
+            vec![2, 0, 2, 1],
+            vec![1.0, 2.0, 3.0, 4.0],
+        )
+        .unwrap();
         assert_eq!(m.row_ptr(), &[0, 2, 3]);
         assert_eq!(m.col_idx(), &[0, 2, 1]);
         assert_eq!(m.values(), &[2.0, 4.0, 4.0]);
@@ -347,25 +357,51 @@ mod tests {
     fn try_new_rejects_each_broken_invariant() {
         use SparseError::*;
         let e = |r: Result<Csr<f32>, SparseError>| r.unwrap_err();
-        assert!(matches!(e(Csr::try_new(2, 2, vec![0, 1], vec![0], vec![1.0])), RowPtrLength { .. }));
-        assert!(matches!(e(Csr::try_new(1, 2, vec![1, 1], vec![0], vec![1.0])), RowPtrStart(1)));
         assert!(matches!(
-            e(Csr::try_new(2, 2, vec![0, 2, 1], vec![0, 1], vec![1.0, 1.0])),
+            e(Csr::try_new(2, 2, vec![0, 1], vec![0], vec![1.0])),
+            RowPtrLength { .. }
+        ));
+        assert!(matches!(
+            e(Csr::try_new(1, 2, vec![1, 1], vec![0], vec![1.0])),
+            RowPtrStart(1)
+        ));
+        assert!(matches!(
+            e(Csr::try_new(
+                2,
+                2,
+                vec![0, 2, 1],
+                vec![0, 1],
+                vec![1.0, 1.0]
+            )),
             RowPtrDecreasing { row: 1, .. }
         ));
-        assert!(matches!(e(Csr::try_new(1, 2, vec![0, 2], vec![0], vec![1.0])), RowPtrEnd { .. }));
-        assert!(matches!(e(Csr::try_new(1, 2, vec![0, 1], vec![0], vec![])), LengthMismatch { .. }));
+        assert!(matches!(
+            e(Csr::try_new(1, 2, vec![0, 2], vec![0], vec![1.0])),
+            RowPtrEnd { .. }
+        ));
+        assert!(matches!(
+            e(Csr::try_new(1, 2, vec![0, 1], vec![0], vec![])),
+            LengthMismatch { .. }
+        ));
         assert!(matches!(
             e(Csr::try_new(1, 2, vec![0, 1], vec![2], vec![1.0])),
-            ColumnOutOfRange { row: 0, col: 2, ncols: 2 }
+            ColumnOutOfRange {
+                row: 0,
+                col: 2,
+                ncols: 2
+            }
         ));
-        assert!(matches!(e(Csr::zeros(MAX_DIM + 1, 1)), TooLarge { what: "rows", .. }));
+        assert!(matches!(
+            e(Csr::zeros(MAX_DIM + 1, 1)),
+            TooLarge { what: "rows", .. }
+        ));
     }
 
     #[test]
     fn triplets_in_any_order_with_duplicates() {
-        let m = Csr::<f64>::from_triplets(3, 3, &[2, 0, 2, 0], &[1, 2, 1, 0], &[1.0, 2.0, 3.0, 4.0])
-            .unwrap();
+        let m =
+            Csr::<f64>::from_triplets(3, 3, &[2, 0, 2, 0], &[1, 2, 1, 0], &[1.0, 2.0, 3.0, 4.0])
+                .unwrap();
         assert_eq!(m.row_ptr(), &[0, 2, 2, 3]);
         assert_eq!(m.col_idx(), &[0, 2, 1]);
         assert_eq!(m.values(), &[4.0, 2.0, 4.0]);
@@ -379,6 +415,9 @@ mod tests {
     fn content_hash_ignores_precision() {
         let a = Csr::<f64>::identity(4).unwrap();
         assert_eq!(a.content_hash(), a.cast::<f32>().content_hash());
-        assert_ne!(a.content_hash(), Csr::<f64>::identity(5).unwrap().content_hash());
+        assert_ne!(
+            a.content_hash(),
+            Csr::<f64>::identity(5).unwrap().content_hash()
+        );
     }
 }

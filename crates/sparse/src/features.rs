@@ -145,10 +145,13 @@ impl Features {
                         // Rows are sorted: the farthest entry is the first or the last.
                         let (first, last) = (col_idx[s] as i64, col_idx[e - 1] as i64);
                         let ri = r as i64;
-                        a.band = a.band.max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
+                        a.band = a
+                            .band
+                            .max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
                         if b % stride == 0 {
                             // A plain sum the compiler can vectorise.
-                            let rowdist: i64 = col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
+                            let rowdist: i64 =
+                                col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
                             a.dist += rowdist as f64;
                             a.dist_nnz += len;
                         }
@@ -190,11 +193,23 @@ impl Features {
             min as f64,
             acc.max as f64,
             if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
-            if mean > 0.0 { acc.max as f64 / mean } else { 0.0 },
+            if mean > 0.0 {
+                acc.max as f64 / mean
+            } else {
+                0.0
+            },
             acc.empty as f64,
             acc.empty as f64 / m,
-            if nnz > 0 { acc.long_nnz as f64 / nnz as f64 } else { 0.0 },
-            if acc.dist_nnz > 0 { acc.dist / acc.dist_nnz as f64 / n } else { 0.0 },
+            if nnz > 0 {
+                acc.long_nnz as f64 / nnz as f64
+            } else {
+                0.0
+            },
+            if acc.dist_nnz > 0 {
+                acc.dist / acc.dist_nnz as f64 / n
+            } else {
+                0.0
+            },
             acc.band as f64 / n,
             nnz as f64 / (m * n),
         ];
@@ -222,7 +237,10 @@ impl Features {
 
     /// Pairs of (name, value) in the fixed order.
     pub fn named(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
-        FEATURE_NAMES.iter().copied().zip(self.values.iter().copied())
+        FEATURE_NAMES
+            .iter()
+            .copied()
+            .zip(self.values.iter().copied())
     }
 }
 

@@ -1114,7 +1114,9 @@ mod tests {
     fn swar_digits_match_plain_parsing() {
         let digits = "9876543210123";
         for len in 0..=digits.len() {
-            for follow in [" ", "\n", "\r\n", "\t", ".5", "x", "-", "/", ":", "\u{7f}", "0"] {
+            for follow in [
+                " ", "\n", "\r\n", "\t", ".5", "x", "-", "/", ":", "\u{7f}", "0",
+            ] {
                 let text = format!("{}{follow}        ", &digits[..len]);
                 let b = text.as_bytes();
                 let plain_n = b.iter().take_while(|c| c.is_ascii_digit()).count();
@@ -1125,6 +1127,10 @@ mod tests {
             }
         }
         assert_eq!(swar_digits(b"1234567", 0, 7), None);
-        assert_eq!(swar_digits(b"12345678 ", 0, 7), None, "the range end is respected");
+        assert_eq!(
+            swar_digits(b"12345678 ", 0, 7),
+            None,
+            "the range end is respected"
+        );
     }
 }

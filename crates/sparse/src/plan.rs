@@ -28,7 +28,11 @@ impl KernelId {
     /// The paper's nine kernels: serial, subvector-2..128, vector.
     pub fn paper_nine() -> Vec<KernelId> {
         let mut v = vec![KernelId::Serial];
-        v.extend(Self::SUBVECTOR_WIDTHS.iter().map(|&x| KernelId::Subvector(x)));
+        v.extend(
+            Self::SUBVECTOR_WIDTHS
+                .iter()
+                .map(|&x| KernelId::Subvector(x)),
+        );
         v.push(KernelId::Vector);
         v
     }
@@ -65,7 +69,10 @@ impl KernelId {
 
     /// Position in [`KernelId::all`], usable as a class label.
     pub fn index(self) -> usize {
-        Self::all().iter().position(|&k| k == self).expect("every kernel is in all()")
+        Self::all()
+            .iter()
+            .position(|&k| k == self)
+            .expect("every kernel is in all()")
     }
 }
 
@@ -85,7 +92,11 @@ impl FromStr for KernelId {
             .ok_or_else(|| {
                 SparseError::InvalidParameter(format!(
                     "unknown kernel '{s}'; known: {}",
-                    KernelId::all().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                    KernelId::all()
+                        .iter()
+                        .map(|k| k.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             })
     }
@@ -132,7 +143,10 @@ impl Plan {
 
     /// The kernel assigned to bin `b`, if any.
     pub fn kernel_of(&self, b: usize) -> Option<KernelId> {
-        self.kernels.iter().find(|(bin, _)| *bin == b).map(|(_, k)| *k)
+        self.kernels
+            .iter()
+            .find(|(bin, _)| *bin == b)
+            .map(|(_, k)| *k)
     }
 
     /// Checks that the plan fits `binning`: same scheme, and exactly one kernel for

@@ -133,16 +133,27 @@ mod tests {
         // [1 0 2]
         // [0 0 0]
         // [3 4 5]
-        Csr::try_new(3, 3, vec![0, 2, 2, 5], vec![0, 2, 0, 1, 2], vec![1., 2., 3., 4., 5.]).unwrap()
+        Csr::try_new(
+            3,
+            3,
+            vec![0, 2, 2, 5],
+            vec![0, 2, 0, 1, 2],
+            vec![1., 2., 3., 4., 5.],
+        )
+        .unwrap()
     }
 
     #[test]
     fn reference_on_hand_computed_matrices() {
         let a = small();
-        assert_eq!(spmv_ref(&a, &[1.0, 2.0, 3.0]).unwrap(), vec![7.0, 0.0, 26.0]);
+        assert_eq!(
+            spmv_ref(&a, &[1.0, 2.0, 3.0]).unwrap(),
+            vec![7.0, 0.0, 26.0]
+        );
         let i = Csr::<f32>::identity(3).unwrap();
         assert_eq!(spmv_ref(&i, &[4.0, 5.0, 6.0]).unwrap(), vec![4.0, 5.0, 6.0]);
-        let wide = Csr::<f64>::try_new(1, 4, vec![0, 4], vec![0, 1, 2, 3], vec![1., -1., 2., -2.]).unwrap();
+        let wide = Csr::<f64>::try_new(1, 4, vec![0, 4], vec![0, 1, 2, 3], vec![1., -1., 2., -2.])
+            .unwrap();
         assert_eq!(spmv_ref(&wide, &[1., 1., 1., 1.]).unwrap(), vec![0.0]);
         let empty = Csr::<f64>::zeros(0, 0).unwrap();
         assert!(spmv_ref(&empty, &[]).unwrap().is_empty());

@@ -171,37 +171,16 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(ex) = &pred.explanation {
         println!("why ({}):", ex.selector);
         println!("  stage 1 -> scheme {}", ex.stage1.scheme);
-        for s in &ex.stage1.path {
-            println!(
-                "    {} = {:.6} {} {:.6}",
-                s.feature,
-                s.value,
-                if matches!(s.went, selector::Went::Left) {
-                    "<"
-                } else {
-                    ">="
-                },
-                s.threshold
-            );
+        if let Some(c) = ex.collapsed_from {
+            println!("  (every bin of scheme {c} chose the same kernel: run on the whole matrix)");
         }
+        print_path(&ex.stage1.path);
         for d in &ex.stage2 {
             println!(
                 "  stage 2, bin {} ({} rows, {} nnz) -> {}",
                 d.bin, d.rows, d.nnz, d.kernel
             );
-            for s in &d.path {
-                println!(
-                    "    {} = {:.6} {} {:.6}",
-                    s.feature,
-                    s.value,
-                    if matches!(s.went, selector::Went::Left) {
-                        "<"
-                    } else {
-                        ">="
-                    },
-                    s.threshold
-                );
-            }
+            print_path(&d.path);
         }
     }
     println!(
@@ -210,4 +189,16 @@ pub fn run(args: Args) -> Result<()> {
         (t2 - t1).as_secs_f64() * 1e3
     );
     Ok(())
+}
+
+/// Prints a decision path, one test per line.
+fn print_path(path: &[selector::Step]) {
+    for s in path {
+        let op = if matches!(s.went, selector::Went::Left) {
+            "<"
+        } else {
+            ">="
+        };
+        println!("    {} = {:.6} {op} {:.6}", s.feature, s.value, s.threshold);
+    }
 }

@@ -101,7 +101,7 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
                 continue;
             }
             let b = Binning::new(a.row_ptr(), plan.scheme);
-            let t = lab.plan_time(m, &dm, &b, plan, &x, false).await?;
+            let t = lab.plan_time(m, &dm, &b, plan, &x).await?;
             best_ms[i] = best_ms[i].min(t);
         }
     }

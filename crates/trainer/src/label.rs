@@ -288,13 +288,7 @@ impl Labeller<'_> {
                 if out_of_time() {
                     return Ok(None);
                 }
-                let pp = self
-                    .engine
-                    .prepare_binned(&dm, &binning, &plan, LaunchMode::default())?;
-                let est = self.engine.time(&dm, &pp, &x, 0, 1)?.median_ms;
-                let st = self
-                    .engine
-                    .time(&dm, &pp, &x, self.opts.warmup, self.reps_for(est))?;
+                let st = self.time_whole(&dm, &binning, &plan, &x)?;
                 self.store_time(
                     &pkey,
                     st.median_ms,
@@ -377,7 +371,26 @@ impl Labeller<'_> {
         Ok(())
     }
 
-    /// Times a given plan as a whole (stored under its plan key, reused when present).
+    /// Times a plan as a whole: a first run to size the repetitions, then the
+    /// warm-up and the timed runs.
+    fn time_whole<T: DeviceScalar>(
+        &self,
+        dm: &engine::DeviceMatrix<T>,
+        binning: &Binning,
+        plan: &Plan,
+        x: &[T],
+    ) -> Result<engine::TimeStats> {
+        let pp = self
+            .engine
+            .prepare_binned(dm, binning, plan, LaunchMode::default())?;
+        let est = self.engine.time(dm, &pp, x, 0, 1)?.median_ms;
+        Ok(self
+            .engine
+            .time(dm, &pp, x, self.opts.warmup, self.reps_for(est))?)
+    }
+
+    /// Times a given plan as a whole, now, and stores it under its plan key when
+    /// the database has no timing for that key yet. Returns the median (ms).
     pub async fn plan_time<T: DeviceScalar>(
         &self,
         matrix: MatrixId,
@@ -385,32 +398,15 @@ impl Labeller<'_> {
         binning: &Binning,
         plan: &Plan,
         x: &[T],
-        reuse: bool,
     ) -> Result<f64> {
-        let precision = precision_of::<T>();
         let key = MeasurementKey {
             matrix,
             device: self.device,
-            precision,
+            precision: precision_of::<T>(),
             scheme: plan.scheme,
             target: Target::plan(plan)?,
         };
-        if reuse && self.store.has_measurement(&key).await? {
-            let all = self
-                .store
-                .measurements_for(matrix, self.device, precision)
-                .await?;
-            if let Some(m) = all.into_iter().find(|m| m.data.key == key) {
-                return Ok(m.data.median_ms);
-            }
-        }
-        let pp = self
-            .engine
-            .prepare_binned(dm, binning, plan, LaunchMode::default())?;
-        let est = self.engine.time(dm, &pp, x, 0, 1)?.median_ms;
-        let st = self
-            .engine
-            .time(dm, &pp, x, self.opts.warmup, self.reps_for(est))?;
+        let st = self.time_whole(dm, binning, plan, x)?;
         self.store_time(&key, st.median_ms, st.spread * st.median_ms, st.reps as u32)
             .await?;
         Ok(st.median_ms)

@@ -112,6 +112,20 @@ pub struct Engine {
     next_id: AtomicU64,
 }
 
+/// A read-only device copy of `data`; an empty slice gets a one-element buffer,
+/// since OpenCL has no zero-sized buffers (kernels never read it then).
+fn read_only_copy<P: ocl::OclPrm>(q: &Queue, data: &[P]) -> Result<Buffer<P>> {
+    let b = Buffer::<P>::builder()
+        .queue(q.clone())
+        .flags(ocl::flags::MEM_READ_ONLY)
+        .len(data.len().max(1));
+    Ok(if data.is_empty() {
+        b.build()?
+    } else {
+        b.copy_host_slice(data).build()?
+    })
+}
+
 fn event_ns(ev: &Event) -> Result<u64> {
     let s = ev.profiling_info(ProfilingInfo::Start)?.time()?;
     let e = ev.profiling_info(ProfilingInfo::End)?.time()?;
@@ -241,40 +255,9 @@ impl Engine {
         }
         let q = &self.queue;
         let ro = ocl::flags::MEM_READ_ONLY;
-        let row_ptr = Buffer::<u32>::builder()
-            .queue(q.clone())
-            .flags(ro)
-            .len(a.row_ptr().len())
-            .copy_host_slice(a.row_ptr())
-            .build()?;
-        let col_idx = if z == 0 {
-            Buffer::<u32>::builder()
-                .queue(q.clone())
-                .flags(ro)
-                .len(1)
-                .build()?
-        } else {
-            Buffer::<u32>::builder()
-                .queue(q.clone())
-                .flags(ro)
-                .len(a.nnz())
-                .copy_host_slice(a.col_idx())
-                .build()?
-        };
-        let vals = if z == 0 {
-            Buffer::<T>::builder()
-                .queue(q.clone())
-                .flags(ro)
-                .len(1)
-                .build()?
-        } else {
-            Buffer::<T>::builder()
-                .queue(q.clone())
-                .flags(ro)
-                .len(a.nnz())
-                .copy_host_slice(a.values())
-                .build()?
-        };
+        let row_ptr = read_only_copy(q, a.row_ptr())?;
+        let col_idx = read_only_copy(q, a.col_idx())?;
+        let vals = read_only_copy(q, a.values())?;
         let x = Buffer::<T>::builder()
             .queue(q.clone())
             .flags(ro)

@@ -79,6 +79,34 @@ pub struct Config {
     /// Off by default: served matrices may be private.
     #[arg(long, env = "SPMV_KEEP_MATRICES")]
     pub keep_matrices: Option<PathBuf>,
+    /// Seconds a client may take to send a request's headers; also how long an
+    /// idle keep-alive connection is held open waiting for the next request.
+    #[arg(long, env = "SPMV_HEADER_TIMEOUT_S", default_value_t = 10)]
+    pub header_timeout_s: u64,
+
+    /// Seconds a client may take to send a request's whole body (408 past it).
+    #[arg(long, env = "SPMV_BODY_TIMEOUT_S", default_value_t = 60)]
+    pub body_timeout_s: u64,
+
+    /// Seconds a request may take from its headers to its answer, device work
+    /// included (503 past it, the device job is abandoned).
+    #[arg(long, env = "SPMV_REQUEST_TIMEOUT_S", default_value_t = 120)]
+    pub request_timeout_s: u64,
+
+    /// Open connections served at once; further clients wait in the listen
+    /// backlog until one closes.
+    #[arg(long, env = "SPMV_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+
+    /// Seconds given to requests in flight after SIGTERM or SIGINT before the
+    /// service closes their connections and exits.
+    #[arg(long, env = "SPMV_SHUTDOWN_GRACE_S", default_value_t = 30)]
+    pub shutdown_grace_s: u64,
+
+    /// Requests waiting to be written to the request log; past it entries are
+    /// dropped (and counted in /metrics) rather than held in memory.
+    #[arg(long, env = "SPMV_LOG_QUEUE", default_value_t = 4096)]
+    pub log_queue: usize,
 }
 
 impl Config {
@@ -99,6 +127,8 @@ pub struct Limits {
     pub max_cols: usize,
     /// Largest nonzero count.
     pub max_nnz: usize,
+    /// Seconds allowed for receiving a body (reported in the 408).
+    pub body_timeout_s: u64,
 }
 
 impl From<&Config> for Limits {
@@ -108,6 +138,7 @@ impl From<&Config> for Limits {
             max_rows: c.max_rows,
             max_cols: c.max_cols,
             max_nnz: c.max_nnz,
+            body_timeout_s: c.body_timeout_s,
         }
     }
 }

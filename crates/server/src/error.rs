@@ -94,6 +94,18 @@ pub enum ApiError {
         "no OpenCL device is available ({0}); POST /predict still works, /spmv needs a device"
     )]
     NoDevice(String),
+    /// The client took too long to send its body (408).
+    #[error("the request body was not received within {0} s")]
+    BodyTimeout(u64),
+    /// The request was not answered within the service's deadline; any device
+    /// work it started is abandoned (503, retry later).
+    #[error("the request was not answered within {seconds} s; retry in {retry_after_s} s")]
+    Deadline {
+        /// The configured per-request deadline.
+        seconds: u64,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after_s: u64,
+    },
     /// A failure inside the server; logged in full, answered generically (500).
     #[error("internal error")]
     Internal(String),
@@ -113,7 +125,8 @@ impl ApiError {
             NotFound(_) | NoRoute(_) => StatusCode::NOT_FOUND,
             MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             DeviceMemory { .. } => StatusCode::INSUFFICIENT_STORAGE,
-            QueueFull { .. } | NoDevice(_) => StatusCode::SERVICE_UNAVAILABLE,
+            BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            QueueFull { .. } | NoDevice(_) | Deadline { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -138,6 +151,8 @@ impl ApiError {
             DeviceMemory { .. } => "insufficient_device_memory",
             QueueFull { .. } => "queue_full",
             NoDevice(_) => "no_device",
+            BodyTimeout(_) => "body_timeout",
+            Deadline { .. } => "deadline",
             Internal(_) => "internal",
         }
     }
@@ -230,7 +245,9 @@ impl IntoResponse for ApiError {
         }
         let body = serde_json::json!({ "error": { "code": self.code(), "message": message } });
         let mut resp = (status, axum::Json(body)).into_response();
-        if let ApiError::QueueFull { retry_after_s, .. } = self {
+        if let ApiError::QueueFull { retry_after_s, .. }
+        | ApiError::Deadline { retry_after_s, .. } = self
+        {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
         }

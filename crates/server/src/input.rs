@@ -151,6 +151,8 @@ pub async fn read_body(
                 value: max as u64 + 1,
                 limit: max as u64,
             }
+        } else if error_chain_mentions(&e, "timeout") {
+            ApiError::BodyTimeout(limits.body_timeout_s)
         } else {
             ApiError::BadRequest(format!("could not read the request body: {e}"))
         }
@@ -494,6 +496,7 @@ mod tests {
             max_rows: 1000,
             max_cols: 1000,
             max_nnz: 5000,
+            body_timeout_s: 60,
         }
     }
 

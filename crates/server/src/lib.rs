@@ -14,11 +14,14 @@ pub mod cache;
 pub mod config;
 pub mod error;
 pub mod input;
+pub mod layers;
 pub mod metrics;
 pub mod openapi;
 pub mod planner;
 pub mod queue;
+pub mod request_log;
 pub mod routes;
+pub mod serve;
 pub mod state;
 
 pub use config::{Config, Limits};
@@ -28,6 +31,9 @@ pub use state::{AppState, DeviceState};
 
 use axum::routing::{get, post};
 use axum::Router;
+use std::time::Duration;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 /// The service: every route, the metrics middleware, JSON 404/405 answers.
 pub fn app(state: AppState) -> Router {
@@ -53,5 +59,14 @@ pub fn app(state: AppState) -> Router {
         // Bodies are read by the handlers with the configured limit (a JSON 413),
         // so axum's own default limit is lifted.
         .layer(axum::extract::DefaultBodyLimit::disable())
+        // A body trickled in slower than the deadline fails its read (a JSON 408).
+        .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(
+            state.config().body_timeout_s.max(1),
+        )))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            layers::deadline,
+        ))
+        .layer(CatchPanicLayer::custom(layers::panic_response))
         .with_state(state)
 }

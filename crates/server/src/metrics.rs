@@ -62,6 +62,8 @@ struct Inner {
     device_e2e: BTreeMap<String, Histogram>,
     rejected_full: u64,
     log_failures: u64,
+    log_dropped: u64,
+    deadline_exceeded: u64,
 }
 
 /// The service's counters and histograms.
@@ -133,6 +135,16 @@ impl Metrics {
     /// Counts a request that could not be written to the results database.
     pub fn log_failure(&self) {
         self.lock().log_failures += 1;
+    }
+
+    /// Counts a request answered 503 because it passed its deadline.
+    pub fn deadline_exceeded(&self) {
+        self.lock().deadline_exceeded += 1;
+    }
+
+    /// Counts a request-log entry dropped because the log's queue was full.
+    pub fn log_dropped(&self) {
+        self.lock().log_dropped += 1;
     }
 
     /// The exposition text.
@@ -231,6 +243,16 @@ impl Metrics {
             out,
             "# HELP spmv_request_log_failures_total Requests that could not be written to the results database.\n# TYPE spmv_request_log_failures_total counter\nspmv_request_log_failures_total {}",
             m.log_failures
+        );
+        let _ = writeln!(
+            out,
+            "# HELP spmv_request_log_dropped_total Request-log entries dropped because the writer's queue was full.\n# TYPE spmv_request_log_dropped_total counter\nspmv_request_log_dropped_total {}",
+            m.log_dropped
+        );
+        let _ = writeln!(
+            out,
+            "# HELP spmv_deadline_exceeded_total Requests answered 503 because they passed the per-request deadline.\n# TYPE spmv_deadline_exceeded_total counter\nspmv_deadline_exceeded_total {}",
+            m.deadline_exceeded
         );
         out
     }

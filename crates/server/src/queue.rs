@@ -76,10 +76,14 @@ impl<C: 'static> DeviceQueue<C> {
                 retry_after_s: self.retry_after_s,
             })?;
         let (reply, answer) = oneshot::channel();
-        let job: Job<C> = Box::new(move |ctx| {
-            let r = f(ctx);
+        let job: Job<C> = Box::new(move |ctx: &mut C| {
+            // A caller that gave up (deadline passed, client gone) is not served:
+            // its job is dropped before it takes the device.
+            if !reply.is_closed() {
+                let r = f(ctx);
+                let _ = reply.send(r);
+            }
             drop(permit);
-            let _ = reply.send(r);
         });
         self.tx
             .send(job)

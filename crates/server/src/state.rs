@@ -10,6 +10,7 @@ use crate::input::{x_in, Precision};
 use crate::metrics::{Gauges, Metrics};
 use crate::planner::{Planned, Planner};
 use crate::queue::DeviceQueue;
+use crate::request_log::RequestLog;
 use engine::{
     CopyBandwidth, DeviceInfo, DeviceMatrix, DeviceScalar, Engine, LaunchMode, PreparedPlan,
     Timings,
@@ -256,7 +257,8 @@ struct Inner {
     cache: Mutex<ByteLru<Arc<StoredMatrix>>>,
     queue: DeviceQueue<()>,
     store: Option<store::Store>,
-    metrics: Metrics,
+    log: Option<RequestLog>,
+    metrics: Arc<Metrics>,
     started: Instant,
 }
 
@@ -274,6 +276,10 @@ impl AppState {
         store: Option<store::Store>,
     ) -> AppState {
         let queue = DeviceQueue::start(config.queue_depth, config.retry_after_s, || ());
+        let metrics = Arc::new(Metrics::default());
+        let log = store
+            .clone()
+            .map(|db| RequestLog::start(db, config.log_queue, metrics.clone()));
         AppState(Arc::new(Inner {
             limits: Limits::from(&config),
             cache: Mutex::new(ByteLru::new(config.cache_bytes)),
@@ -281,7 +287,8 @@ impl AppState {
             planner,
             queue,
             store,
-            metrics: Metrics::default(),
+            log,
+            metrics,
             started: Instant::now(),
             config,
         }))
@@ -568,17 +575,21 @@ impl AppState {
         });
     }
 
-    /// Writes a served request to the results database, off the request's path.
+    /// Writes a served request to the results database, off the request's path
+    /// (through the bounded request log; a dropped entry is counted).
     pub fn log_request(&self, r: store::RequestRecord) {
-        let Some(db) = self.0.store.clone() else {
-            return;
-        };
-        let state = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = db.log_request(&r).await {
-                tracing::warn!(error = %e, route = %r.route, "could not log the request to the results database");
-                state.0.metrics.log_failure();
+        if let Some(log) = &self.0.log {
+            if !log.push(r) {
+                self.0.metrics.log_dropped();
             }
-        });
+        }
+    }
+
+    /// The last step of a graceful shutdown: writes the request-log entries
+    /// still queued and closes the results database.
+    pub async fn shutdown(&self) {
+        if let Some(log) = &self.0.log {
+            log.flush_and_close().await;
+        }
     }
 }

@@ -1,0 +1,38 @@
+//! Cross-cutting layers assembled by [`crate::app`]: the per-request deadline
+//! (a JSON 503 with `Retry-After`), and the JSON 500 answered when a handler
+//! panics (the panic is logged; the process and other requests are unaffected).
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::any::Any;
+use std::time::Duration;
+
+/// Answers 503 when the request is not answered within `--request-timeout-s`;
+/// dropping the handler's future abandons device work still waiting in the queue.
+pub async fn deadline(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let seconds = s.config().request_timeout_s;
+    match tokio::time::timeout(Duration::from_secs(seconds), next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => {
+            s.metrics().deadline_exceeded();
+            ApiError::Deadline {
+                seconds,
+                retry_after_s: s.config().retry_after_s,
+            }
+            .into_response()
+        }
+    }
+}
+
+/// The response for a panicking handler.
+pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a non-text panic payload");
+    ApiError::internal(format!("a handler panicked: {what}")).into_response()
+}

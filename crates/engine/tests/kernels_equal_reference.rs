@@ -21,6 +21,7 @@ fn engine() -> Option<&'static Engine> {
                 Some(e)
             }
             Err(EngineError::NoPlatform(why)) => {
+                must_not_skip(&format!("an OpenCL platform ({why})"));
                 eprintln!("SKIP: no OpenCL platform at all ({why})");
                 None
             }
@@ -200,6 +201,7 @@ fn every_kernel_equals_reference_on_real_matrices() {
     let dir = match shared_dir() {
         Some(d) => d,
         None => {
+            must_not_skip("../shared/matrices");
             eprintln!(
                 "shared matrices not found (../shared/matrices); using the fixtures in {}",
                 fixtures.display()
@@ -486,4 +488,13 @@ fn small_blocks_and_chunks_stress_split_rows_and_carries() {
         57,
     ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
+/// data folder fails the test instead of skipping it.
+fn must_not_skip(what: &str) {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
+        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
+    }
 }

@@ -28,6 +28,7 @@ fn shared_matrices() -> Option<Vec<PathBuf>> {
 #[test]
 fn real_matrices_get_valid_plans() {
     let Some(paths) = shared_matrices() else {
+        must_not_skip("../shared/matrices");
         eprintln!("SKIP: no shared matrices folder (set SPMV_SHARED_DIR)");
         return;
     };
@@ -59,4 +60,13 @@ fn real_matrices_get_valid_plans() {
     }
     eprintln!("planned {planned} shared matrices");
     assert!(planned > 0);
+}
+
+/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
+/// data folder fails the test instead of skipping it.
+fn must_not_skip(what: &str) {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
+        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
+    }
 }

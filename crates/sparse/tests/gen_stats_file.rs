@@ -21,6 +21,7 @@ fn uf_stats_dir() -> Option<PathBuf> {
 #[test]
 fn shipped_file_matches_upstream_derivation() {
     let Some(dir) = uf_stats_dir() else {
+        must_not_skip("../shared/uf-stats");
         eprintln!("SKIP: ../shared/uf-stats not found (set SPMV_SHARED_DIR); cannot compare with upstream");
         return;
     };
@@ -83,5 +84,14 @@ fn shipped_file_covers_the_collection() {
             stats.iter().any(|s| s.kind_class() == class),
             "no matrix of class {class:?}"
         );
+    }
+}
+
+/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
+/// data folder fails the test instead of skipping it.
+fn must_not_skip(what: &str) {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
+        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
     }
 }

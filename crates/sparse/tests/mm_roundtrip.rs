@@ -282,6 +282,7 @@ fn fixtures_roundtrip_in_both_precisions() {
 #[test]
 fn shared_matrices_roundtrip() {
     let Some(dir) = shared_matrices() else {
+        must_not_skip("../shared/matrices");
         eprintln!("skipping: ../shared/matrices not found (set SPMV_SHARED_DIR)");
         return;
     };
@@ -348,4 +349,13 @@ fn large_unsorted_symmetric_file_equals_triplet_build() {
         got.nnz() < 2 * entries,
         "the test should contain duplicates"
     );
+}
+
+/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
+/// data folder fails the test instead of skipping it.
+fn must_not_skip(what: &str) {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
+        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
+    }
 }

@@ -169,7 +169,10 @@ fn check_folder(dir: &Path) {
 fn shared_matrices_match_index_and_spmv_par_matches_reference() {
     match shared_matrices() {
         Some(dir) => check_folder(&dir),
-        None => eprintln!("skipping: ../shared/matrices not found (set SPMV_SHARED_DIR); the fixtures test covers tests/data"),
+        None => {
+            must_not_skip("../shared/matrices");
+            eprintln!("skipping: ../shared/matrices not found (set SPMV_SHARED_DIR); the fixtures test covers tests/data")
+        }
     }
 }
 
@@ -186,5 +189,14 @@ fn fixtures_cover_several_fields_and_symmetries() {
     for e in &index {
         let a = read(&fixtures(), e);
         assert!(a.nnz() > 0, "{} read as empty", e.file);
+    }
+}
+
+/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
+/// data folder fails the test instead of skipping it.
+fn must_not_skip(what: &str) {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
+        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
     }
 }

@@ -30,6 +30,7 @@ pub fn have_device(test: &str) -> bool {
             reason.contains("no OpenCL platform"),
             "an OpenCL platform exists but no device could be opened: {reason}"
         );
+        must_not_skip(&format!("an OpenCL device for {test} ({reason})"));
         eprintln!("SKIP {test}: no OpenCL platform ({reason})");
         return false;
     }
@@ -204,4 +205,13 @@ pub fn y_of(v: &Value) -> Vec<f64> {
         .iter()
         .map(|e| e.as_f64().unwrap())
         .collect()
+}
+
+/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
+/// data folder fails the test instead of skipping it.
+fn must_not_skip(what: &str) {
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
+        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
+    }
 }

@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(long)]
     models_dir: Option<PathBuf>,
     /// Precision the plan is for: f32 or f64.
-    #[arg(long, default_value = "f64")]
+    #[arg(long, default_value = "f64", value_parser = ["f32", "f64"])]
     precision: String,
     /// OpenCL device whose model is wanted (default env SPMV_DEVICE, else the best device found).
     #[arg(long)]

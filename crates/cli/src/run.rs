@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long)]
     pub x: Option<PathBuf>,
     /// Precision of the computation: f32 or f64.
-    #[arg(long, default_value = "f64")]
+    #[arg(long, default_value = "f64", value_parser = ["f32", "f64"])]
     pub precision: String,
     /// Kernel to run (any name `spmv bench` prints: serial, subvector2..subvector128, vector, csr_adaptive, merge_path).
     #[arg(long)]
@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long)]
     pub scheme: Option<String>,
     /// Launch mode: grouped (one launch per kernel) or per_bin (one per bin).
-    #[arg(long, default_value = "grouped")]
+    #[arg(long, default_value = "grouped", value_parser = ["grouped", "per_bin"])]
     pub mode: String,
     /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
     #[arg(long)]
@@ -78,11 +78,16 @@ fn read_x(path: &PathBuf, n: usize) -> Result<Vec<f64>> {
         x.push(v);
     }
     if x.len() != n {
-        bail!(
-            "{} holds {} values but the matrix has {n} columns",
-            path.display(),
-            x.len()
-        );
+        // Bad data (exit 65), not a failure of the tool.
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{} holds {} values but the matrix has {n} columns",
+                path.display(),
+                x.len()
+            ),
+        )
+        .into());
     }
     Ok(x)
 }
@@ -137,12 +142,14 @@ pub fn run(args: Args) -> Result<()> {
         .kernel
         .as_deref()
         .map(str::parse::<KernelId>)
-        .transpose()?;
+        .transpose()
+        .map_err(|e| crate::UsageError(format!("--kernel: {e}")))?;
     let scheme = args
         .scheme
         .as_deref()
         .map(str::parse::<Scheme>)
-        .transpose()?;
+        .transpose()
+        .map_err(|e| crate::UsageError(format!("--scheme: {e}")))?;
     let mode: LaunchMode = args.mode.parse()?;
     let opts = ReadOptions {
         complex_real_part: args.real_part,

@@ -1,0 +1,217 @@
+//! The `spmv` binary as a user runs it: every subcommand on a real fixture,
+//! its output shape, and exit codes that tell usage errors (64), bad data (65),
+//! missing files (66) and a missing device (69) apart.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn spmv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spmv"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("running spmv")
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> String {
+    repo()
+        .join("crates/sparse/tests/data")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn bad_file(name: &str) -> String {
+    repo()
+        .join("crates/sparse/tests/bad_files")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[track_caller]
+fn assert_exit(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout:\n{}\nstderr:\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+}
+
+const CAN: &str = "HB__can_229.mtx.gz";
+
+#[test]
+fn info_prints_sizes_features_and_bins_as_json() {
+    let o = spmv(&["info", &fixture(CAN), "--scheme", "10", "--json"]);
+    assert_exit(&o, 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(v["rows"], 229, "{v}");
+    assert_eq!(v["cols"], 229, "{v}");
+    assert_eq!(v["nnz"], 1777, "{v}");
+    let bins = v["bins"].as_array().expect("bins");
+    let rows: u64 = bins.iter().map(|b| b["rows"].as_u64().unwrap()).sum();
+    assert_eq!(rows, 229);
+}
+
+#[test]
+fn run_prints_y_equal_to_the_reference_in_both_precisions() {
+    let a: sparse::Csr<f64> =
+        sparse::mm::read_path(std::path::Path::new(&fixture(CAN)), &Default::default()).unwrap();
+    let y_ref = sparse::spmv::spmv_ref(&a, &vec![1.0; 229]).unwrap();
+    for p in ["f32", "f64"] {
+        let o = spmv(&["run", &fixture(CAN), "--precision", p]);
+        assert_exit(&o, 0);
+        let y: Vec<f64> = text(&o.stdout)
+            .lines()
+            .map(|l| l.trim().parse().expect("one number per line"))
+            .collect();
+        assert_eq!(y.len(), 229);
+        for (i, (a, b)) in y.iter().zip(&y_ref).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                "{p} row {i}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn run_with_every_named_kernel_and_a_scheme() {
+    for k in [
+        "serial",
+        "vector",
+        "subvector8",
+        "csr_adaptive",
+        "merge_path",
+    ] {
+        let o = spmv(&["run", &fixture(CAN), "--kernel", k]);
+        assert_exit(&o, 0);
+        assert_eq!(text(&o.stdout).lines().count(), 229, "{k}");
+    }
+    let o = spmv(&["run", &fixture(CAN), "--scheme", "10", "--mode", "per_bin"]);
+    assert_exit(&o, 0);
+}
+
+#[test]
+fn predict_prints_a_plan_that_covers_every_row() {
+    let o = spmv(&["predict", &fixture(CAN), "--json"]);
+    assert_exit(&o, 0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let bins = v["plan"]["bins"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"));
+    let rows: u64 = bins.iter().map(|b| b["rows"].as_u64().unwrap()).sum();
+    assert_eq!(rows, 229, "{v}");
+    assert!(v["plan"]["scheme"].is_string(), "{v}");
+}
+
+#[test]
+fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
+    let o = spmv(&[
+        "bench",
+        &fixture(CAN),
+        "--csv",
+        "--precision",
+        "f64",
+        "--reps",
+        "2",
+        "--budget-ms",
+        "50",
+        "--copy-mb",
+        "8",
+    ]);
+    assert_exit(&o, 0);
+    let out = text(&o.stdout);
+    let mut lines = out.lines().filter(|l| !l.starts_with('#'));
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let ok_col = header.iter().position(|h| *h == "ok").expect("ok column");
+    let err_col = header
+        .iter()
+        .position(|h| *h == "err_vs_bound")
+        .expect("err_vs_bound column");
+    let rows: Vec<Vec<&str>> = lines
+        .map(|l| l.split(',').collect())
+        .filter(|r: &Vec<&str>| r.len() == header.len())
+        .collect();
+    assert!(rows.len() >= 10, "{out}");
+    for r in &rows {
+        assert_eq!(r[ok_col], "true", "{r:?}");
+        let e: f64 = r[err_col].parse().unwrap();
+        assert!(e <= 1.0, "{r:?}");
+    }
+}
+
+#[test]
+fn bench_parse_reports_throughput_without_scipy() {
+    let o = spmv(&[
+        "bench-parse",
+        &fixture(CAN),
+        "--no-scipy",
+        "--generated",
+        "0",
+        "--repeat",
+        "1",
+    ]);
+    assert_exit(&o, 0);
+    assert!(
+        text(&o.stdout).contains("HB__can_229"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn an_unknown_precision_is_a_usage_error_listing_the_valid_ones() {
+    for cmd in ["run", "predict", "bench"] {
+        let o = spmv(&[cmd, &fixture(CAN), "--precision", "f16"]);
+        assert_exit(&o, 64);
+        let err = text(&o.stderr);
+        assert!(err.contains("f32") && err.contains("f64"), "{cmd}: {err}");
+    }
+}
+
+#[test]
+fn unknown_flags_kernels_and_schemes_are_usage_errors() {
+    assert_exit(&spmv(&["run", &fixture(CAN), "--frobnicate"]), 64);
+    assert_exit(&spmv(&["no-such-command"]), 64);
+    assert_exit(&spmv(&["run", &fixture(CAN), "--kernel", "warp9"]), 64);
+    assert_exit(&spmv(&["run", &fixture(CAN), "--scheme", "banana"]), 64);
+    assert_exit(&spmv(&["run", &fixture(CAN), "--mode", "sideways"]), 64);
+    assert_exit(&spmv(&["--help"]), 0);
+}
+
+#[test]
+fn bad_data_is_65_and_a_missing_file_66() {
+    let o = spmv(&["info", &bad_file("index_zero.mtx")]);
+    assert_exit(&o, 65);
+    assert!(text(&o.stderr).contains("line"), "{}", text(&o.stderr));
+    assert_exit(&spmv(&["run", &bad_file("banner_misspelled.mtx")]), 65);
+    assert_exit(&spmv(&["info", "/no/such/file.mtx"]), 66);
+    // An x file of the wrong length is bad data too.
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x.txt");
+    std::fs::write(&x, "1\n2\n3\n").unwrap();
+    let o = spmv(&["run", &fixture(CAN), "--x", x.to_str().unwrap()]);
+    assert_exit(&o, 65);
+    assert!(
+        text(&o.stderr).contains("229 columns"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn a_device_that_does_not_exist_is_69() {
+    let o = spmv(&["run", &fixture(CAN), "--device", "no-such-device-anywhere"]);
+    assert_exit(&o, 69);
+}

@@ -107,6 +107,31 @@ pub struct Config {
     /// dropped (and counted in /metrics) rather than held in memory.
     #[arg(long, env = "SPMV_LOG_QUEUE", default_value_t = 4096)]
     pub log_queue: usize,
+
+    /// File of API keys, one `NAME:KEY` or `NAME:KEY:contribute` per line
+    /// (`contribute`: matrices served for this key may be kept for retraining).
+    /// With keys, every route but /healthz, /readyz and /openapi.json needs one.
+    #[arg(long, env = "SPMV_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+
+    /// API keys given inline, in the keys file's format separated by commas.
+    #[arg(long, env = "SPMV_API_KEYS", hide_env_values = true)]
+    pub api_keys: Option<String>,
+
+    /// Serve without API keys on a non-loopback address (refused otherwise).
+    #[arg(long, env = "SPMV_ALLOW_ANONYMOUS", default_value_t = false)]
+    pub allow_anonymous: bool,
+
+    /// Secret (64 hex digits) that matrix ids are derived from, so that ids
+    /// cannot be computed from a matrix's content; share it between replicas.
+    /// Default: a random secret per start.
+    #[arg(long, env = "SPMV_ID_SECRET", hide_env_values = true)]
+    pub id_secret: Option<String>,
+
+    /// Origins allowed to call the service from a browser (CORS). Default: none
+    /// (no CORS headers are sent).
+    #[arg(long = "cors-origin", env = "SPMV_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
 }
 
 impl Config {

@@ -94,6 +94,9 @@ pub enum ApiError {
         "no OpenCL device is available ({0}); POST /predict still works, /spmv needs a device"
     )]
     NoDevice(String),
+    /// No API key, or one that is not configured (401).
+    #[error("{0}")]
+    Unauthorized(String),
     /// The client took too long to send its body (408).
     #[error("the request body was not received within {0} s")]
     BodyTimeout(u64),
@@ -126,6 +129,7 @@ impl ApiError {
             MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             DeviceMemory { .. } => StatusCode::INSUFFICIENT_STORAGE,
             BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Unauthorized(_) => StatusCode::UNAUTHORIZED,
             QueueFull { .. } | NoDevice(_) | Deadline { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -152,6 +156,7 @@ impl ApiError {
             QueueFull { .. } => "queue_full",
             NoDevice(_) => "no_device",
             BodyTimeout(_) => "body_timeout",
+            Unauthorized(_) => "unauthorized",
             Deadline { .. } => "deadline",
             Internal(_) => "internal",
         }

@@ -36,3 +36,25 @@ pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
         .unwrap_or("a non-text panic payload");
     ApiError::internal(format!("a handler panicked: {what}")).into_response()
 }
+
+/// CORS for the configured origins only; with none, no CORS header is sent and
+/// browsers keep other sites' pages from calling the service.
+pub fn cors(origins: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderValue, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let list: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim()).ok())
+        .collect();
+    if list.is_empty() {
+        return CorsLayer::new();
+    }
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(list))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([
+            axum::http::header::CONTENT_TYPE,
+            axum::http::header::AUTHORIZATION,
+            axum::http::HeaderName::from_static("x-api-key"),
+        ])
+}

@@ -10,6 +10,7 @@
 //! device work goes through the bounded [`queue`] to one worker thread and never
 //! runs on the async runtime; every error is an [`error::ApiError`].
 
+pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod error;
@@ -52,6 +53,10 @@ pub fn app(state: AppState) -> Router {
         .route("/openapi.json", get(routes::openapi))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            auth::authenticate,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             routes::track,
         ))
         .method_not_allowed_fallback(routes::wrong_method)
@@ -68,5 +73,6 @@ pub fn app(state: AppState) -> Router {
             layers::deadline,
         ))
         .layer(CatchPanicLayer::custom(layers::panic_response))
+        .layer(layers::cors(&state.config().cors_origins))
         .with_state(state)
 }

@@ -79,11 +79,13 @@ impl<C: 'static> DeviceQueue<C> {
         let job: Job<C> = Box::new(move |ctx: &mut C| {
             // A caller that gave up (deadline passed, client gone) is not served:
             // its job is dropped before it takes the device.
-            if !reply.is_closed() {
-                let r = f(ctx);
+            let r = (!reply.is_closed()).then(|| f(ctx));
+            // The slot is free before the answer arrives, so the caller's next
+            // job is admitted.
+            drop(permit);
+            if let Some(r) = r {
                 let _ = reply.send(r);
             }
-            drop(permit);
         });
         self.tx
             .send(job)

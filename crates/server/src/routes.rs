@@ -1,5 +1,6 @@
 //! The HTTP handlers: /predict, /matrices, /spmv, and the informational routes.
 
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::input::{
     body_kind, parse_json_csr, parse_matrix_body, parse_matrix_market, parse_matrix_value,
@@ -15,7 +16,7 @@ use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sparse::spmv::{compare, spmv_ref};
@@ -179,29 +180,36 @@ pub async fn openapi() -> Response {
 /// with the parse, feature and hash times.
 async fn parse_stored(
     s: &AppState,
+    who: &Principal,
     kind: BodyKind,
     bytes: Bytes,
 ) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
     let limits = *s.limits();
+    let (s, who) = (s.clone(), who.clone());
     blocking(move || {
         let t = Instant::now();
         let a = parse_matrix_body(&kind, &bytes, &limits)?;
         drop(bytes);
         let parse_ms = ms(t);
-        stored_from(a, parse_ms)
+        stored_from(&s, &who, a, parse_ms)
     })
     .await
 }
 
-fn stored_from(a: Csr<f64>, parse_ms: f64) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
+fn stored_from(
+    s: &AppState,
+    who: &Principal,
+    a: Csr<f64>,
+    parse_ms: f64,
+) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
     let t = Instant::now();
     let features = Features::of(&a);
     let features_ms = ms(t);
     let t = Instant::now();
-    let id = a.content_hash();
+    let id = s.matrix_id(who, &a.content_hash());
     let hash_ms = ms(t);
     Ok((
-        StoredMatrix::new(id, a, features),
+        StoredMatrix::new(id, who.owner().to_string(), a, features),
         [parse_ms, features_ms, hash_ms],
     ))
 }
@@ -209,6 +217,7 @@ fn stored_from(a: Csr<f64>, parse_ms: f64) -> Result<(StoredMatrix, [f64; 3]), A
 #[allow(clippy::too_many_arguments)]
 fn record(
     s: &AppState,
+    who: &Principal,
     route: &str,
     m: &StoredMatrix,
     planned: &Planned,
@@ -217,7 +226,9 @@ fn record(
     e2e_ms: f64,
     status: u16,
 ) -> store::RequestRecord {
-    s.keep_matrix(m);
+    if who.contribute {
+        s.keep_matrix(m);
+    }
     store::RequestRecord {
         route: route.into(),
         matrix_hash: Some(m.id.clone()),
@@ -235,6 +246,7 @@ fn record(
 /// `POST /predict[?explain=true][&precision=f32|f64]`.
 pub async fn predict(
     State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -245,7 +257,7 @@ pub async fn predict(
     let explain = q.explain.unwrap_or(false);
     let bytes = read_body(body, &headers, s.limits()).await?;
     let kind = body_kind(&headers, &bytes)?;
-    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, kind, bytes).await?;
+    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
     let s2 = s.clone();
     let (m, planned, predict_ms) = blocking(move || {
         let t = Instant::now();
@@ -271,7 +283,9 @@ pub async fn predict(
     if let Some(e) = &planned.explanation {
         body["explanation"] = serde_json::to_value(e).map_err(ApiError::internal)?;
     }
-    s.log_request(record(&s, "/predict", &m, &planned, p, None, total_ms, 200));
+    s.log_request(record(
+        &s, &who, "/predict", &m, &planned, p, None, total_ms, 200,
+    ));
     Ok(Json(body).into_response())
 }
 
@@ -288,6 +302,7 @@ fn ready_json(r: &Ready) -> Value {
 /// `POST /matrices[?precision=f32|f64]`: parse, plan, upload once.
 pub async fn upload(
     State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -297,7 +312,7 @@ pub async fn upload(
     let p = q.precision.unwrap_or(Precision::DEFAULT);
     let bytes = read_body(body, &headers, s.limits()).await?;
     let kind = body_kind(&headers, &bytes)?;
-    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, kind, bytes).await?;
+    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
     // Refuse early, before any device work, what can never fit the cache.
     let need = m.host_bytes() + device_bytes(&m.host, p);
     let cap = s.config().cache_bytes as u64;
@@ -324,7 +339,7 @@ pub async fn upload(
             Err(e) => {
                 // A matrix that cannot be put on the device is not kept.
                 if !existed {
-                    s.remove(&m.id);
+                    s.remove_any(&m.id);
                 }
                 return Err(e);
             }
@@ -363,6 +378,7 @@ pub async fn upload(
     });
     s.log_request(record(
         &s,
+        &who,
         "/matrices",
         &m,
         &planned,
@@ -381,9 +397,12 @@ pub async fn upload(
 /// `GET /matrices/{id}`.
 pub async fn get_matrix(
     State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let (m, bytes) = s.peek(&id).ok_or_else(|| ApiError::NotFound(id.clone()))?;
+    let (m, bytes) = s
+        .peek(&id, &who)
+        .ok_or_else(|| ApiError::NotFound(id.clone()))?;
     let ready: Vec<Value> = m.all_ready().iter().map(|r| ready_json(r)).collect();
     Ok(Json(json!({
         "id": m.id,
@@ -397,9 +416,10 @@ pub async fn get_matrix(
 /// `DELETE /matrices/{id}`.
 pub async fn delete_matrix(
     State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if s.remove(&id) {
+    if s.remove(&id, &who) {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(id))
@@ -658,6 +678,7 @@ fn verify_y(a: &Csr<f64>, x: &[f64], y: &YVec) -> Result<Value, ApiError> {
 /// `POST /spmv`: y = A x on the device.
 pub async fn spmv(
     State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Body,
@@ -672,10 +693,11 @@ pub async fn spmv(
     // The matrix: an uploaded one, an inline one already uploaded (same content
     // hash), or an inline one planned and uploaded for this call only.
     let (m, cached) = match req.source {
-        Source::Id(id) => (s.cached(&id)?, true),
+        Source::Id(id) => (s.cached(&id, &who)?, true),
         Source::Inline(a) => {
-            let (m, _) = blocking(move || stored_from(a, 0.0)).await?;
-            match s.try_cached(&m.id) {
+            let (s2, who2) = (s.clone(), who.clone());
+            let (m, _) = blocking(move || stored_from(&s2, &who2, a, 0.0)).await?;
+            match s.try_cached(&m.id, &who) {
                 Some(c) => (c, true),
                 None => (Arc::new(m), false),
             }
@@ -758,6 +780,7 @@ pub async fn spmv(
     let server_ms = ms(t0);
     s.log_request(record(
         &s,
+        &who,
         "/spmv",
         &m,
         &planned,

@@ -3,6 +3,7 @@
 //! results database and the metrics; uploading a matrix with its plan, and
 //! running y = A x.
 
+use crate::auth::Principal;
 use crate::cache::ByteLru;
 use crate::config::{Config, Limits};
 use crate::error::ApiError;
@@ -115,8 +116,10 @@ pub struct Ready {
 /// An uploaded matrix: the host copy (for verification and other precisions),
 /// its features, and its device state per precision.
 pub struct StoredMatrix {
-    /// Content hash.
+    /// The id: a keyed hash of the owner and the content (see [`crate::auth::matrix_id`]).
     pub id: String,
+    /// The API key name that uploaded it ("" without keys).
+    pub owner: String,
     /// The matrix as parsed (values in `f64`).
     pub host: Csr<f64>,
     /// Its features.
@@ -126,9 +129,10 @@ pub struct StoredMatrix {
 
 impl StoredMatrix {
     /// Wraps a parsed matrix.
-    pub fn new(id: String, host: Csr<f64>, features: Features) -> Self {
+    pub fn new(id: String, owner: String, host: Csr<f64>, features: Features) -> Self {
         StoredMatrix {
             id,
+            owner,
             host,
             features,
             ready: Mutex::new(Vec::new()),
@@ -258,6 +262,8 @@ struct Inner {
     queue: DeviceQueue<()>,
     store: Option<store::Store>,
     log: Option<RequestLog>,
+    keys: crate::auth::Keys,
+    id_secret: [u8; 32],
     metrics: Arc<Metrics>,
     started: Instant,
 }
@@ -280,7 +286,13 @@ impl AppState {
         let log = store
             .clone()
             .map(|db| RequestLog::start(db, config.log_queue, metrics.clone()));
+        // `from_config` has checked the keys already; a direct caller with a
+        // keys configuration that cannot be used is a programming error.
+        let keys = crate::auth::keys_for(&config).expect("usable API keys configuration");
+        let id_secret = id_secret(&config).expect("usable --id-secret");
         AppState(Arc::new(Inner {
+            keys,
+            id_secret,
             limits: Limits::from(&config),
             cache: Mutex::new(ByteLru::new(config.cache_bytes)),
             device,
@@ -299,6 +311,8 @@ impl AppState {
     /// opened is fatal; a missing device or models folder is not.
     pub async fn from_config(config: Config) -> anyhow::Result<AppState> {
         use anyhow::Context;
+        crate::auth::keys_for(&config)?;
+        id_secret(&config)?;
         let device = if config.no_device {
             DeviceState::none("disabled by --no-device / SPMV_NO_DEVICE")
         } else {
@@ -378,26 +392,51 @@ impl AppState {
         }
     }
 
-    /// The uploaded matrix `id` (marking it recently used), or 404.
-    pub fn cached(&self, id: &str) -> Result<Arc<StoredMatrix>, ApiError> {
-        self.cache()
-            .get(id)
+    /// The configured API keys.
+    pub fn keys(&self) -> &crate::auth::Keys {
+        &self.0.keys
+    }
+
+    /// The id a matrix with this content hash has for this caller.
+    pub fn matrix_id(&self, who: &Principal, content_hash: &str) -> String {
+        crate::auth::matrix_id(&self.0.id_secret, who.owner(), content_hash)
+    }
+
+    /// The uploaded matrix `id` of this caller (marking it recently used), or
+    /// 404, also when it belongs to another caller.
+    pub fn cached(&self, id: &str, who: &Principal) -> Result<Arc<StoredMatrix>, ApiError> {
+        self.try_cached(id, who)
             .ok_or_else(|| ApiError::NotFound(id.to_string()))
     }
 
-    /// The uploaded matrix `id` without touching its recency.
-    pub fn peek(&self, id: &str) -> Option<(Arc<StoredMatrix>, usize)> {
+    /// The uploaded matrix `id` of this caller without touching its recency.
+    pub fn peek(&self, id: &str, who: &Principal) -> Option<(Arc<StoredMatrix>, usize)> {
         let c = self.cache();
-        c.peek(id).map(|m| (m, c.bytes_of(id).unwrap_or(0)))
+        c.peek(id)
+            .filter(|m| m.owner == who.owner())
+            .map(|m| (m, c.bytes_of(id).unwrap_or(0)))
     }
 
-    /// Looks up `id` only if it is cached, without answering 404.
-    pub fn try_cached(&self, id: &str) -> Option<Arc<StoredMatrix>> {
-        self.cache().get(id)
+    /// Looks up this caller's `id` only if it is cached, without answering 404.
+    pub fn try_cached(&self, id: &str, who: &Principal) -> Option<Arc<StoredMatrix>> {
+        let mut c = self.cache();
+        match c.peek(id) {
+            Some(m) if m.owner == who.owner() => c.get(id),
+            _ => None,
+        }
     }
 
-    /// Removes `id`; false when it was not there.
-    pub fn remove(&self, id: &str) -> bool {
+    /// Removes this caller's `id`; false when it was not there (or not theirs).
+    pub fn remove(&self, id: &str, who: &Principal) -> bool {
+        let mut c = self.cache();
+        match c.peek(id) {
+            Some(m) if m.owner == who.owner() => c.remove(id).is_some(),
+            _ => false,
+        }
+    }
+
+    /// Removes `id` whoever owns it (a failed upload taking back its own entry).
+    pub fn remove_any(&self, id: &str) -> bool {
         self.cache().remove(id).is_some()
     }
 
@@ -525,7 +564,7 @@ impl AppState {
             Ok(None) => {}
             Err(tb) => {
                 tracing::warn!(id = %m.id, bytes = tb.bytes, capacity = tb.capacity, "matrix outgrew the cache; dropped");
-                self.remove(&m.id);
+                self.remove_any(&m.id);
             }
         }
         Ok((ready, true))
@@ -590,6 +629,28 @@ impl AppState {
     pub async fn shutdown(&self) {
         if let Some(log) = &self.0.log {
             log.flush_and_close().await;
+        }
+    }
+}
+
+/// The id secret: from `--id-secret` (64 hex digits) or random for this start.
+fn id_secret(config: &Config) -> anyhow::Result<[u8; 32]> {
+    match &config.id_secret {
+        Some(h) => {
+            let v = hex::decode(h.trim())
+                .map_err(|e| anyhow::anyhow!("--id-secret is not hex: {e}"))?;
+            v.try_into().map_err(|v: Vec<u8>| {
+                anyhow::anyhow!(
+                    "--id-secret must be 32 bytes (64 hex digits), not {}",
+                    v.len()
+                )
+            })
+        }
+        None => {
+            use rand::RngCore;
+            let mut s = [0u8; 32];
+            rand::rngs::OsRng.fill_bytes(&mut s);
+            Ok(s)
         }
     }
 }

@@ -539,7 +539,7 @@ async fn too_big_for_the_device_is_507_with_the_sizes() {
         );
     }
     // Not kept: the id is unknown.
-    let r = send(&app, get(&format!("/matrices/{}", a.content_hash()))).await;
+    let r = send(&app, get(&format!("/matrices/{}", matrix_id(&a)))).await;
     assert_eq!(r.status, 404);
     let r = send(
         &app,

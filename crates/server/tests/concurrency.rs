@@ -132,13 +132,17 @@ async fn cache_evicts_least_recently_used_then_404() {
     let cap = total.to_string();
     let (app, state) = test_app(&["--no-device", "--cache-bytes", &cap]).await;
     let up = |m: &sparse::Csr<f64>| post("/matrices", "text/plain", mm_text(m));
-    assert_eq!(send(&app, up(&a)).await.status, 201);
-    assert_eq!(send(&app, up(&b)).await.status, 201);
+    let id_of = |r: Resp| {
+        assert_eq!(r.status, 201);
+        r.json()["id"].as_str().unwrap().to_string()
+    };
+    let ida = id_of(send(&app, up(&a)).await);
+    let idb = id_of(send(&app, up(&b)).await);
     // Touch a: b becomes the least recently used.
-    let x = json!({"matrix_id": a.content_hash(), "x": random_x(200, 1)});
+    let x = json!({"matrix_id": ida, "x": random_x(200, 1)});
     send(&app, post("/spmv", "application/json", x.to_string())).await;
-    assert_eq!(send(&app, up(&c)).await.status, 201);
-    let r = send(&app, get(&format!("/matrices/{}", b.content_hash()))).await;
+    let idc = id_of(send(&app, up(&c)).await);
+    let r = send(&app, get(&format!("/matrices/{idb}"))).await;
     assert_eq!(r.status, 404, "b should have been evicted");
     assert_eq!(r.error().0, "matrix_not_found");
     let r = send(
@@ -146,16 +150,14 @@ async fn cache_evicts_least_recently_used_then_404() {
         post(
             "/spmv",
             "application/json",
-            json!({"matrix_id": b.content_hash(), "x": random_x(200, 1)}).to_string(),
+            json!({"matrix_id": idb, "x": random_x(200, 1)}).to_string(),
         ),
     )
     .await;
     assert_eq!(r.status, 404);
-    for m in [&a, &c] {
+    for id in [&ida, &idc] {
         assert_eq!(
-            send(&app, get(&format!("/matrices/{}", m.content_hash())))
-                .await
-                .status,
+            send(&app, get(&format!("/matrices/{id}"))).await.status,
             200
         );
     }
@@ -175,25 +177,19 @@ async fn cache_evicts_device_buffers_too() {
     // Room for one matrix with its f64 device buffers, not two.
     let cap = (per(&a).max(per(&b)) * 3 / 2).to_string();
     let (app, state) = test_app(&["--cache-bytes", &cap]).await;
-    assert_eq!(
-        send(&app, post("/matrices", "text/plain", mm_text(&a)))
-            .await
-            .status,
-        201
-    );
-    assert_eq!(
-        send(&app, post("/matrices", "text/plain", mm_text(&b)))
-            .await
-            .status,
-        201
-    );
+    let mut ids = Vec::new();
+    for m in [&a, &b] {
+        let r = send(&app, post("/matrices", "text/plain", mm_text(m))).await;
+        assert_eq!(r.status, 201);
+        ids.push(r.json()["id"].as_str().unwrap().to_string());
+    }
     let x = random_x(300, 2);
     let r = send(
         &app,
         post(
             "/spmv",
             "application/json",
-            json!({"matrix_id": a.content_hash(), "x": x}).to_string(),
+            json!({"matrix_id": ids[0], "x": x}).to_string(),
         ),
     )
     .await;
@@ -203,7 +199,7 @@ async fn cache_evicts_device_buffers_too() {
         post(
             "/spmv",
             "application/json",
-            json!({"matrix_id": b.content_hash(), "x": x}).to_string(),
+            json!({"matrix_id": ids[1], "x": x}).to_string(),
         ),
     )
     .await;

@@ -46,7 +46,19 @@ pub fn models_dir() -> PathBuf {
 pub fn config(flags: &[&str]) -> Config {
     let mut args = vec!["server"];
     args.extend_from_slice(flags);
+    if !flags.contains(&"--id-secret") {
+        args.extend_from_slice(&["--id-secret", TEST_ID_SECRET]);
+    }
     Config::parse_from(args)
+}
+
+/// The id secret of test apps (unless a test gives its own), so that tests
+/// can compute the id an upload without an API key gets.
+pub const TEST_ID_SECRET: &str = "0101010101010101010101010101010101010101010101010101010101010101";
+
+/// The id of `a` uploaded without an API key to a test app.
+pub fn matrix_id(a: &Csr<f64>) -> String {
+    server::auth::matrix_id(&[1u8; 32], "", &a.content_hash())
 }
 
 /// An app on the shared device, an in-memory database and the shipped models

@@ -1,0 +1,75 @@
+"""Tests of the parts of cusparse_bench.py that need no GPU (python3 -m unittest
+discover -s bench). The timing itself can only run where CuPy sees a GPU."""
+
+import io
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cusparse_bench as cb  # noqa: E402
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "sparse", "tests", "data")
+
+
+class Pure(unittest.TestCase):
+    def test_names_match_spmv_bench(self):
+        self.assertEqual(cb.matrix_name("/a/HB__can_229.mtx.gz"), "HB__can_229")
+        self.assertEqual(cb.matrix_name("x.mtx"), "x")
+
+    def test_reads_gzip_symmetric_pattern_as_spmv_does(self):
+        a = cb.read_csr(os.path.join(DATA, "HB__can_229.mtx.gz"))
+        self.assertEqual(a.shape, (229, 229))
+        self.assertEqual(a.nnz, 1777)  # the symmetric pattern expanded, as `spmv info` says
+        self.assertTrue(a.has_sorted_indices)
+
+    def test_reads_plain_text_too(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "t.mtx")
+            with open(p, "w") as f:
+                f.write("%%MatrixMarket matrix coordinate real general\n3 2 3\n1 1 2.0\n3 2 -1\n1 1 1\n")
+            a = cb.read_csr(p)
+            self.assertEqual(a.shape, (3, 2))
+            self.assertEqual(a.nnz, 2)  # duplicates summed
+            self.assertEqual(a[0, 0], 3.0)
+
+    def test_stencil_has_the_grid_of_spmv_gen(self):
+        a = cb.stencil2d(20000)
+        n = a.shape[0] ** 0.5
+        self.assertEqual(a.nnz, 5 * a.shape[0] - 4 * int(n))
+        self.assertEqual(abs(a.sum(axis=1)).max(), 2.0)  # corners: 4 - 2
+
+    def test_bytes_model(self):
+        self.assertEqual(cb.min_bytes(2, 3, 4, 8), 3 * 4 + 4 * 12 + 3 * 8 + 2 * 8)
+
+    def test_dry_run_describes_and_exits_zero(self):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            rc = cb.main(["--dry-run", "--precision", "f32", DATA])
+        self.assertEqual(rc, 0)
+        self.assertIn("would time HB__can_229 f32", out.getvalue())
+
+    def test_usage_errors_and_skip_have_distinct_codes(self):
+        err = io.StringIO()
+        with redirect_stderr(err):
+            self.assertEqual(cb.main(["--precision", "f16", DATA]), cb.EXIT_USAGE)
+            self.assertEqual(cb.main([os.path.join(DATA, "missing.mtx")]), cb.EXIT_USAGE)
+            self.assertEqual(cb.main([]), cb.EXIT_USAGE)
+        saved = sys.modules.get("cupy")
+        sys.modules["cupy"] = None  # import cupy now fails, as where it is not installed
+        try:
+            with redirect_stderr(err):
+                rc = cb.main([DATA])
+        finally:
+            if saved is None:
+                del sys.modules["cupy"]
+            else:
+                sys.modules["cupy"] = saved
+        self.assertEqual(rc, cb.EXIT_SKIPPED)
+        self.assertIn("SKIPPED", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -222,6 +222,9 @@ impl Checker<'_> {
     }
 }
 
+/// A matrix to check, built when its turn comes (big files are not all held at once).
+type Case = Box<dyn FnOnce() -> Result<(String, Csr<f64>)>>;
+
 /// Runs `spmv check`.
 pub fn run(args: Args) -> Result<()> {
     if !matches!(args.precision.as_str(), "f32" | "f64" | "both") {
@@ -256,7 +259,7 @@ pub fn run(args: Args) -> Result<()> {
     let opts = ReadOptions {
         complex_real_part: true,
     };
-    let mut cases: Vec<Box<dyn FnOnce() -> Result<(String, Csr<f64>)>>> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     for f in files {
         cases.push(Box::new(move || {
             let a =

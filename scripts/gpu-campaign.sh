@@ -23,7 +23,10 @@
 # `run` resumes from the database there and joins the cuSPARSE figures found there.
 #
 # Environment: OUT, CAMPAIGN_MINUTES, CAMPAIGN_STATE, CAMPAIGN_DEVICE=any (accept a
-# device that is not NVIDIA: the rehearsal), CAMPAIGN_MANIFEST (corpus manifest).
+# device that is not NVIDIA: the rehearsal), CAMPAIGN_MANIFEST (corpus manifest),
+# CAMPAIGN_MATRICES (folder), CAMPAIGN_LABEL_MINUTES (cap of one labelling stage),
+# CAMPAIGN_FIT_RESERVE (minutes kept for fit when label and fit run together, 3),
+# CAMPAIGN_{CHECK,BENCH,CUSPARSE,TRAIN}_ARGS (extra arguments of each tool).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 B="$ROOT/.campaign"
@@ -213,7 +216,10 @@ check_glibc() {
 restore_state() {
   mkdir -p "$WORK"
   DB="$WORK/campaign.db"
-  if [[ -f "$STATE/campaign.db.gz" ]]; then
+  if [[ -f "$STATE/campaign.db.gz.00" ]]; then
+    cat "$STATE"/campaign.db.gz.[0-9][0-9] | gunzip -c >"$DB"
+    log "resuming from $STATE/campaign.db.gz.* ($(du -h "$DB" | cut -f1) uncompressed)"
+  elif [[ -f "$STATE/campaign.db.gz" ]]; then
     gunzip -c "$STATE/campaign.db.gz" >"$DB"
     log "resuming from $STATE/campaign.db.gz ($(du -h "$DB" | cut -f1) uncompressed)"
   elif [[ -f "$STATE/campaign.db" ]]; then
@@ -263,7 +269,7 @@ stage_label() {
     log "== label: SKIPPED: not enough time left ($(minutes_left) min); next command: scripts/gpu-campaign.sh run label"
     STATUS+=("label=skipped(time)"); return 0
   fi
-  local budget; budget="$(awk -v s="$secs" 'BEGIN{printf "%.2f", (s-25)/60}')"
+  local budget; budget="$(awk -v s="$secs" -v cap="${CAMPAIGN_LABEL_MINUTES:-1e9}" 'BEGIN{b=(s-25)/60; if (b>cap) b=cap; printf "%.2f", b}')"
   run_stage label "$secs" "$B/bin/trainer" label --manifest "$MANIFEST" --database "$DB" \
     --budget-minutes "$budget" $TRAIN_ARGS
   "$B/bin/trainer" corpus --manifest "$MANIFEST" $TRAIN_ARGS 2>/dev/null | tail -1 | sed 's/^/corpus: /' >>"$LOG" || true
@@ -305,8 +311,13 @@ pack_results() {
 
 finish_run() {
   if [[ -f "$DB" ]]; then
-    gzip -c "$DB" >"$OUT/campaign.db.gz"
+    gzip -9 -c "$DB" >"$OUT/campaign.db.gz"
     log "campaign.db.gz: $(du -h "$OUT/campaign.db.gz" | cut -f1) ($(du -h "$DB" | cut -f1) uncompressed): copy it to $STATE/ before the next command"
+    if (( $(stat -c %s "$OUT/campaign.db.gz") > MAX_OUT_BYTES )); then
+      # Over what one file may be: parts of 15 MiB (campaign.db.gz.00, .01, ...), joined again by `run`.
+      split -b 15m -d "$OUT/campaign.db.gz" "$OUT/campaign.db.gz." && rm "$OUT/campaign.db.gz"
+      log "campaign.db.gz split into $(ls "$OUT"/campaign.db.gz.* | wc -l) parts of at most 15 MiB"
+    fi
   fi
   {
     echo "spmv-select GPU campaign, $(date -u +%FT%TZ), commit $(cat "$B/COMMIT" 2>/dev/null || echo unknown)"
@@ -345,7 +356,7 @@ cmd_run() {
     case $s in check|bench|cusparse|label|fit) ;; *) die "unknown stage '$s' (check bench cusparse label fit all)";; esac
   done
   LABEL_RESERVE=0.5
-  if [[ " ${STAGES[*]} " == *" fit "* ]]; then LABEL_RESERVE=3; fi
+  if [[ " ${STAGES[*]} " == *" fit "* ]]; then LABEL_RESERVE="${CAMPAIGN_FIT_RESERVE:-3}"; fi
   FAILED=0
   log "=================== run ${STAGES[*]} on $(hostname) at $(date -u +%FT%TZ), $CAMPAIGN_MINUTES min"
   check_glibc
@@ -387,13 +398,14 @@ cmd_rehearse() {
   export CAMPAIGN_DEVICE=any CAMPAIGN_STATE="$state"
   export CAMPAIGN_MANIFEST="$B/training-data/manifest-rehearse.json"
   export CAMPAIGN_MATRICES="$B/rehearse-matrices"
-  export CAMPAIGN_CHECK_ARGS="--no-plans"
+  export CAMPAIGN_CHECK_ARGS=""
+  export CAMPAIGN_FIT_RESERVE=0.7
   export CAMPAIGN_BENCH_ARGS="--reps 3 --warmup 1 --copy-mb 32 --kernels serial,subvector8,vector,csr_adaptive,merge_path --gen stencil2d:20k"
   export CAMPAIGN_CUSPARSE_ARGS="--stencil2d 20000"
   export CAMPAIGN_TRAIN_ARGS="--min-reps 2 --max-reps 3"
   # Command 1: correctness, bench, cuSPARSE (skipped without CuPy), the start of labelling.
-  say "rehearse: command 1 (check bench cusparse label, 1.2 min of labelling budget)"
-  OUT="$tmp/out1" CAMPAIGN_MINUTES=2.2 "$0" run check bench cusparse label || say "rehearse: command 1 exit $?"
+  say "rehearse: command 1 (check bench cusparse label, labelling cut short after 2 s)"
+  OUT="$tmp/out1" CAMPAIGN_MINUTES=2.2 CAMPAIGN_LABEL_MINUTES=0.03 "$0" run check bench cusparse label || say "rehearse: command 1 exit $?"
   expect "$tmp/out1/check.txt" "correctness of every kernel"
   expect "$tmp/out1/bench.csv" "spmv bench CSV"
   expect "$tmp/out1/campaign.db.gz" "results database"
@@ -411,6 +423,8 @@ cmd_rehearse() {
   say "rehearse: command 2 (label fit, resuming from the carried database)"
   OUT="$tmp/out2" CAMPAIGN_MINUTES=3 "$0" run label fit || { say "rehearse: command 2 exit $?"; REH_FAIL=1; }
   grep -q "resuming from" "$tmp/out2/campaign.log" || { say "rehearse: the database was not carried into command 2"; REH_FAIL=1; }
+  grep -q "time budget reached" "$tmp/out1/campaign.log" || { say "rehearse: command 1's labelling was not cut short: resuming is not exercised"; REH_FAIL=1; }
+  grep -q "label=ok" "$tmp/out2/summary.txt" || { say "rehearse: command 2 did not finish labelling"; REH_FAIL=1; }
   expect "$tmp/out2/results.tar.gz" "models and report"
   mkdir -p "$tmp/res" && tar -C "$tmp/res" -xzf "$tmp/out2/results.tar.gz" 2>/dev/null || true
   for p in f32 f64; do

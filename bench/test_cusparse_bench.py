@@ -71,5 +71,77 @@ class Pure(unittest.TestCase):
         self.assertIn("SKIPPED", err.getvalue())
 
 
+class FakeCupy:
+    """Just enough of CuPy, on numpy and scipy, to run the timing loop's Python
+    (the raw cuSPARSE bindings are absent, as in a CuPy that moved them)."""
+
+    def __init__(self):
+        import types
+
+        import numpy as np
+        import scipy.sparse as sp
+
+        self.np = np
+        clock = [0.0]
+
+        class Arr(np.ndarray):
+            def get(self):
+                return np.asarray(self)
+
+        class Event:
+            def record(self):
+                clock[0] += 0.5
+                self.t = clock[0]
+
+            def synchronize(self):
+                pass
+
+        class Csr:
+            def __init__(self, parts, shape):
+                self.m = sp.csr_matrix(tuple(np.asarray(p) for p in parts), shape=shape)
+
+            def __matmul__(self, x):
+                return (self.m @ np.asarray(x)).view(Arr)
+
+        self.asarray = lambda a: np.asarray(a).view(Arr)
+        self.zeros = lambda n, dtype: np.zeros(n, dtype).view(Arr)
+        self.cuda = types.SimpleNamespace(
+            Event=Event,
+            Device=lambda: types.SimpleNamespace(synchronize=lambda: None),
+            get_elapsed_time=lambda a, b: b.t - a.t,
+            runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
+        )
+        self.sparse = types.SimpleNamespace(csr_matrix=Csr)
+
+
+class TimingLoop(unittest.TestCase):
+    def test_rows_come_out_with_cupy_times_and_raw_marked_missing(self):
+        import types
+
+        fake = FakeCupy()
+        names = ["cupyx", "cupyx.scipy", "cupyx.scipy.sparse"]
+        mods = [types.ModuleType(n) for n in names[:2]] + [fake.sparse]
+        mods[0].scipy, mods[1].sparse = mods[1], mods[2]
+        saved = {n: sys.modules.get(n) for n in names}
+        sys.modules.update(dict(zip(names, mods)))
+        try:
+            args = cb.parse_args(["--samples", "3", "--warmup", "1"])
+            host = cb.read_csr(os.path.join(DATA, "HB__can_229.mtx.gz"))
+            err = io.StringIO()
+            with redirect_stderr(err):
+                row, raw_ok = cb.bench_one(fake, "HB__can_229", host, "f64", args)
+        finally:
+            for n, m in saved.items():
+                if m is None:
+                    sys.modules.pop(n, None)
+                else:
+                    sys.modules[n] = m
+        self.assertFalse(raw_ok)
+        self.assertIn("raw cusparseSpMV unavailable", err.getvalue())
+        self.assertEqual(row["nnz"], 1777)
+        self.assertGreater(float(row["ms_cupy"]), 0.0)
+        self.assertEqual(row["ms_spmv_raw"], "")
+
+
 if __name__ == "__main__":
     unittest.main()

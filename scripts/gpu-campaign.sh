@@ -358,7 +358,7 @@ cmd_run() {
   LABEL_RESERVE=0.5
   if [[ " ${STAGES[*]} " == *" fit "* ]]; then LABEL_RESERVE="${CAMPAIGN_FIT_RESERVE:-3}"; fi
   FAILED=0
-  log "=================== run ${STAGES[*]} on $(hostname) at $(date -u +%FT%TZ), $CAMPAIGN_MINUTES min"
+  log "=================== run ${STAGES[*]} on $(uname -n) at $(date -u +%FT%TZ), $CAMPAIGN_MINUTES min"
   check_glibc
   setup_opencl
   DEVICE_OK=0

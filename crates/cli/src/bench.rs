@@ -95,7 +95,7 @@ fn parse_count(s: &str) -> Result<usize> {
     Ok((v * mul).round() as usize)
 }
 
-fn parse_gen(spec: &str) -> Result<(Family, usize)> {
+pub(crate) fn parse_gen(spec: &str) -> Result<(Family, usize)> {
     let Some((fam, n)) = spec.split_once(':') else {
         bail!("--gen wants FAMILY:NNZ, e.g. uniform:1M (got '{spec}')");
     };
@@ -107,7 +107,7 @@ fn parse_gen(spec: &str) -> Result<(Family, usize)> {
     Ok((fam.parse::<Family>()?, parse_count(n)?))
 }
 
-fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+pub(crate) fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -392,7 +392,7 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-fn matrix_name(p: &Path) -> String {
+pub(crate) fn matrix_name(p: &Path) -> String {
     let s = p
         .file_name()
         .map(|f| f.to_string_lossy().to_string())

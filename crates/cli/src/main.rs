@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_parse;
+mod check;
 mod info;
 mod predict;
 mod run;
@@ -27,6 +28,8 @@ enum Command {
     BenchParse(bench_parse::Args),
     /// Time every kernel on whole matrices beside the CPU and the device's copy bandwidth.
     Bench(bench::Args),
+    /// Every kernel and precision against the reference on matrices and awkward shapes (non-zero exit on a mismatch).
+    Check(check::Args),
     /// Compute y = A x on the OpenCL device and print y, one value per line.
     Run(run::Args),
     /// Print the plan the selector makes for a matrix (features, scheme, kernel per bin) and why.
@@ -108,6 +111,7 @@ fn main() {
         Command::Info(a) => info::run(a),
         Command::BenchParse(a) => bench_parse::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Check(a) => check::run(a),
         Command::Run(a) => run::run(a),
         Command::Predict(a) => predict::run(a),
     };

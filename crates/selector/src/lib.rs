@@ -42,8 +42,9 @@ pub use model::{
 };
 pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_LIMIT};
 pub use rule::{
-    rule_kernel, rule_plan, rule_prediction, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN,
-    RULE_SKEW_MIN_MAX_ROW, RULE_VECTOR_FROM,
+    rule_kernel, rule_kernel_for, rule_plan, rule_plan_for, rule_prediction, rule_prediction_for,
+    DeviceClass, RuleThresholds, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN, RULE_SKEW_MIN_MAX_ROW,
+    RULE_VECTOR_FROM,
 };
 pub use selector::{Selector, SelectorInfo};
 pub use vector::{

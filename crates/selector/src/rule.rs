@@ -15,6 +15,12 @@
 //!    `>= nnz_row_mean`, at most 128 (about one nonzero per work-item, as Ginkgo
 //!    sizes its subwarps, with our wider subvectors);
 //! 4. otherwise `vector` (a work-group of 256 per row).
+//!
+//! Those are the thresholds of a CPU device ([`DeviceClass::Cpu`], also what
+//! [`rule_plan`] uses). A GPU ([`DeviceClass::Gpu`]) hides latency with many threads
+//! per row, so its rule keeps `serial` for rows of about one nonzero only, calls
+//! rows skewed earlier (a long row stalls a whole warp), and gives rows of 128 and
+//! more nonzeros a work-group (`vector`), as CSR-Vector does on GPUs.
 
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 use sparse::{Binning, Features, KernelId, Plan, Scheme};
@@ -28,6 +34,74 @@ pub const RULE_SERIAL_BELOW: f64 = 4.0;
 /// From this mean row length on: `vector`.
 pub const RULE_VECTOR_FROM: f64 = 256.0;
 
+/// The kind of device a rule is tuned for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceClass {
+    /// A CPU (PoCL and the like): the thresholds of the module docs.
+    #[default]
+    Cpu,
+    /// A GPU (or another accelerator with wide SIMT groups).
+    Gpu,
+}
+
+impl DeviceClass {
+    /// The class of an OpenCL device kind (`gpu`, `accelerator`, `cpu`, ...).
+    pub fn from_kind(kind: &str) -> DeviceClass {
+        match kind {
+            "gpu" | "accelerator" => DeviceClass::Gpu,
+            _ => DeviceClass::Cpu,
+        }
+    }
+
+    /// A guess from a device's name and vendor, for records that lost the kind
+    /// (a results database): GPU vendors and names say so, anything else is a CPU.
+    pub fn guess(name: &str, vendor: &str) -> DeviceClass {
+        let t = format!("{name} {vendor}").to_ascii_lowercase();
+        let gpu = [
+            "nvidia", "geforce", "tesla", "radeon", "gfx", " gpu", "graphics", "h100", "h200",
+            "a100",
+        ];
+        if gpu.iter().any(|g| t.contains(g)) {
+            DeviceClass::Gpu
+        } else {
+            DeviceClass::Cpu
+        }
+    }
+}
+
+/// The rule's thresholds for one class of device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuleThresholds {
+    /// Skewed when max / mean row length is at least this...
+    pub skew_max_over_mean: f64,
+    /// ...and the longest row at least this long.
+    pub skew_min_max_row: f64,
+    /// Below this mean row length: `serial`.
+    pub serial_below: f64,
+    /// From this mean row length on: `vector`.
+    pub vector_from: f64,
+}
+
+impl RuleThresholds {
+    /// The thresholds of a device class.
+    pub fn for_class(class: DeviceClass) -> RuleThresholds {
+        match class {
+            DeviceClass::Cpu => RuleThresholds {
+                skew_max_over_mean: RULE_SKEW_MAX_OVER_MEAN,
+                skew_min_max_row: RULE_SKEW_MIN_MAX_ROW,
+                serial_below: RULE_SERIAL_BELOW,
+                vector_from: RULE_VECTOR_FROM,
+            },
+            DeviceClass::Gpu => RuleThresholds {
+                skew_max_over_mean: 8.0,
+                skew_min_max_row: 512.0,
+                serial_below: 2.0,
+                vector_from: 128.0,
+            },
+        }
+    }
+}
+
 fn test(steps: &mut Vec<Step>, f: &Features, feature: &str, threshold: f64) -> bool {
     let value = crate::vector::feature(f, feature);
     let left = value < threshold;
@@ -40,23 +114,29 @@ fn test(steps: &mut Vec<Step>, f: &Features, feature: &str, threshold: f64) -> b
     left
 }
 
-/// The rule's kernel for a matrix, and the tests that led to it.
+/// The rule's kernel for a matrix on a CPU, and the tests that led to it.
 pub fn rule_kernel(f: &Features) -> (KernelId, Vec<Step>) {
+    rule_kernel_for(DeviceClass::Cpu, f)
+}
+
+/// The rule's kernel for a matrix on a device class, and the tests that led to it.
+pub fn rule_kernel_for(class: DeviceClass, f: &Features) -> (KernelId, Vec<Step>) {
+    let th = RuleThresholds::for_class(class);
     let mut steps = Vec::new();
     if !test(
         &mut steps,
         f,
         "nnz_row_max_over_mean",
-        RULE_SKEW_MAX_OVER_MEAN,
-    ) && !test(&mut steps, f, "nnz_row_max", RULE_SKEW_MIN_MAX_ROW)
+        th.skew_max_over_mean,
+    ) && !test(&mut steps, f, "nnz_row_max", th.skew_min_max_row)
     {
         return (KernelId::CsrAdaptive, steps);
     }
-    if test(&mut steps, f, "nnz_row_mean", RULE_SERIAL_BELOW) {
+    if test(&mut steps, f, "nnz_row_mean", th.serial_below) {
         return (KernelId::Serial, steps);
     }
     let mean = crate::vector::feature(f, "nnz_row_mean");
-    if test(&mut steps, f, "nnz_row_mean", RULE_VECTOR_FROM) {
+    if test(&mut steps, f, "nnz_row_mean", th.vector_from) {
         let width = KernelId::SUBVECTOR_WIDTHS
             .iter()
             .copied()
@@ -67,15 +147,31 @@ pub fn rule_kernel(f: &Features) -> (KernelId, Vec<Step>) {
     (KernelId::Vector, steps)
 }
 
-/// The rule's plan: the single-bin scheme with [`rule_kernel`] (no bins for an empty matrix).
+/// The rule's plan on a CPU: the single-bin scheme with [`rule_kernel`] (no bins
+/// for an empty matrix).
 pub fn rule_plan(f: &Features, row_ptr: &[u32]) -> Plan {
     rule_prediction(f, row_ptr, false).plan
 }
 
-/// The rule's plan with its binning, and its tests as an explanation when `explain`.
+/// The rule's plan on a device class.
+pub fn rule_plan_for(class: DeviceClass, f: &Features, row_ptr: &[u32]) -> Plan {
+    rule_prediction_for(class, f, row_ptr, false).plan
+}
+
+/// The rule's plan on a CPU with its binning, and its tests as an explanation when `explain`.
 pub fn rule_prediction(f: &Features, row_ptr: &[u32], explain: bool) -> Prediction {
+    rule_prediction_for(DeviceClass::Cpu, f, row_ptr, explain)
+}
+
+/// [`rule_prediction`] with the thresholds of a device class.
+pub fn rule_prediction_for(
+    class: DeviceClass,
+    f: &Features,
+    row_ptr: &[u32],
+    explain: bool,
+) -> Prediction {
     let binning = Binning::new(row_ptr, Scheme::Single);
-    let (kernel, steps) = rule_kernel(f);
+    let (kernel, steps) = rule_kernel_for(class, f);
     let plan = Plan::uniform(&binning, kernel);
     let explanation = explain.then(|| Explanation {
         selector: "rule".into(),
@@ -144,6 +240,31 @@ mod tests {
         let mut lens = vec![1u32; 999];
         lens.push(100);
         assert_eq!(kernel_for(&lens), KernelId::Serial);
+    }
+
+    #[test]
+    fn gpu_thresholds_differ_where_a_gpu_differs() {
+        let gpu = |lens: &[u32]| {
+            let a = matrix(lens);
+            rule_plan_for(DeviceClass::Gpu, &Features::of(&a), a.row_ptr()).kernels[0].1
+        };
+        assert_eq!(gpu(&[1; 100]), KernelId::Serial);
+        assert_eq!(gpu(&[3; 100]), KernelId::Subvector(4));
+        assert_eq!(gpu(&[200; 50]), KernelId::Vector);
+        let mut lens = vec![8u32; 999];
+        lens.push(600);
+        assert_eq!(gpu(&lens), KernelId::CsrAdaptive);
+        assert_eq!(kernel_for(&lens), KernelId::Subvector(16));
+        assert_eq!(DeviceClass::from_kind("gpu"), DeviceClass::Gpu);
+        assert_eq!(DeviceClass::from_kind("cpu"), DeviceClass::Cpu);
+        assert_eq!(
+            DeviceClass::guess("NVIDIA H100 80GB HBM3", "NVIDIA Corporation"),
+            DeviceClass::Gpu
+        );
+        assert_eq!(
+            DeviceClass::guess("pthread-skylake-avx512-AMD EPYC", "AuthenticAMD"),
+            DeviceClass::Cpu
+        );
     }
 
     #[test]

@@ -7,9 +7,10 @@ use crate::label::{test_vector, Labeller, MatrixLabels};
 use crate::report;
 use anyhow::Result;
 use engine::DeviceScalar;
-use selector::Model;
+use selector::{DeviceClass, Model};
 use serde::Serialize;
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -23,6 +24,10 @@ pub struct EvalRow {
     pub matrix: String,
     /// Where it comes from.
     pub source: String,
+    /// Rows.
+    pub nrows: usize,
+    /// Columns.
+    pub ncols: usize,
     /// Nonzeros.
     pub nnz: usize,
     /// Features + prediction + binning on the host.
@@ -56,6 +61,18 @@ pub struct EvalRow {
     pub stage2_hits: usize,
     /// Bins of the predicted scheme with labels.
     pub stage2_bins: usize,
+    /// The copy-bandwidth bound: the minimum bytes of one SpMV moved at the
+    /// device's measured copy bandwidth (NaN when the bandwidth is unknown).
+    pub bound_ms: f64,
+    /// cuSPARSE's `cusparseSpMV` with descriptors and buffer made once (NaN when
+    /// no cuSPARSE figures were given for this matrix).
+    pub cusparse_ms: f64,
+    /// CuPy's `A @ x` (descriptors, buffer and y made on every call; NaN when absent).
+    pub cusparse_cupy_ms: f64,
+    /// How the times were obtained: `timed` (this run, on the device) or
+    /// `stored` (from the results database: stored whole-plan times, else the
+    /// sum of the bins' times).
+    pub timing: &'static str,
 }
 
 impl EvalRow {
@@ -68,6 +85,7 @@ impl EvalRow {
 /// Evaluates one matrix. `labels` are its exhaustive labels in this precision.
 pub async fn evaluate_matrix<T: DeviceScalar>(
     lab: &Labeller<'_>,
+    class: DeviceClass,
     model: &Model,
     name: &str,
     source: &str,
@@ -92,7 +110,7 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
     // whichever plan came first.
     let mut plans: Vec<Plan> = vec![pred.plan.clone(), oracle_plan];
     plans.extend(KernelId::all().into_iter().map(Plan::single));
-    plans.push(selector::rule_plan(&features, a.row_ptr()));
+    plans.push(selector::rule_plan_for(class, &features, a.row_ptr()));
     let mut best_ms = vec![f64::INFINITY; plans.len()];
     for _ in 0..EVAL_ROUNDS {
         for (i, plan) in plans.iter().enumerate() {
@@ -133,17 +151,12 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
             oracle_ms = oracle_ms.min(t);
         }
     }
-    let (mut hits, mut bins) = (0, 0);
-    for (bin, k) in &pred.plan.kernels {
-        if let Some(times) = labels.bins.get(&(pred.plan.scheme, *bin)) {
-            bins += 1;
-            let bestk = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|t| t.0);
-            hits += usize::from(bestk == Some(*k));
-        }
-    }
+    let (hits, bins) = stage2_hits(labels, &pred.plan);
     Ok(EvalRow {
         matrix: name.to_string(),
         source: source.to_string(),
+        nrows: a.nrows(),
+        ncols: a.ncols(),
         nnz: a.nnz(),
         overhead_ms,
         predicted_scheme: pred.plan.scheme,
@@ -160,6 +173,111 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
         rule_ms,
         stage2_hits: hits,
         stage2_bins: bins,
+        bound_ms: f64::NAN,
+        cusparse_ms: f64::NAN,
+        cusparse_cupy_ms: f64::NAN,
+        timing: "timed",
+    })
+}
+
+/// Stage-2 choices of `plan` equal to the best kernel of their bin, and bins with labels.
+fn stage2_hits(labels: &MatrixLabels, plan: &Plan) -> (usize, usize) {
+    let (mut hits, mut bins) = (0, 0);
+    for (bin, k) in &plan.kernels {
+        if let Some(times) = labels.bins.get(&(plan.scheme, *bin)) {
+            bins += 1;
+            let bestk = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|t| t.0);
+            hits += usize::from(bestk == Some(*k));
+        }
+    }
+    (hits, bins)
+}
+
+/// Evaluates one matrix from stored measurements alone (no device): a plan's time
+/// is its stored whole-plan time when one exists (labelling and earlier
+/// evaluations on the device store them), else the estimate from its bins'
+/// times ([`crate::pipeline::estimate_plan_ms`]); a single kernel's is its stored
+/// whole-plan time, else its time on the single-bin scheme's bin.
+pub fn evaluate_stored<T: sparse::Scalar>(
+    class: DeviceClass,
+    model: &Model,
+    name: &str,
+    source: &str,
+    a: &Csr<T>,
+    labels: &MatrixLabels,
+    plan_times: &HashMap<String, f64>,
+) -> Result<EvalRow> {
+    let t0 = Instant::now();
+    let features = Features::of(a);
+    let pred = model.predict(&features, a.row_ptr());
+    let overhead_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let time_of = |plan: &Plan| -> f64 {
+        if plan.kernels.is_empty() {
+            return 0.0;
+        }
+        store::canonical_plan_json(plan)
+            .ok()
+            .and_then(|k| plan_times.get(&k).copied())
+            .or_else(|| crate::pipeline::estimate_plan_ms(labels, plan))
+            .unwrap_or(f64::NAN)
+    };
+    let (oracle_scheme, oracle) = labels
+        .oracle()
+        .map(|(s, p)| (s, p.total_ms))
+        .unwrap_or((Scheme::Single, f64::NAN));
+    let singles: Vec<(KernelId, f64)> = KernelId::all()
+        .into_iter()
+        .map(|k| {
+            let whole = time_of(&Plan::single(k));
+            let t = if whole.is_nan() {
+                labels.single_kernel_ms(k).unwrap_or(f64::NAN)
+            } else {
+                whole
+            };
+            (k, t)
+        })
+        .collect();
+    let single = |k: KernelId| singles.iter().find(|s| s.0 == k).map_or(f64::NAN, |s| s.1);
+    let finite = singles.iter().copied().filter(|s| s.1.is_finite());
+    let best = finite
+        .clone()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((KernelId::Serial, f64::NAN));
+    let worst = finite
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((KernelId::Serial, f64::NAN));
+    let predicted_ms = time_of(&pred.plan);
+    let rule_ms = time_of(&selector::rule_plan_for(class, &features, a.row_ptr()));
+    let oracle_ms = [predicted_ms, best.1, rule_ms]
+        .into_iter()
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .fold(oracle, f64::min);
+    let (hits, bins) = stage2_hits(labels, &pred.plan);
+    Ok(EvalRow {
+        matrix: name.to_string(),
+        source: source.to_string(),
+        nrows: a.nrows(),
+        ncols: a.ncols(),
+        nnz: a.nnz(),
+        overhead_ms,
+        predicted_scheme: pred.plan.scheme,
+        predicted_ms,
+        oracle_scheme,
+        oracle_ms,
+        best_single: best.0,
+        best_single_ms: best.1,
+        worst_single: worst.0,
+        worst_single_ms: worst.1,
+        serial_ms: single(KernelId::Serial),
+        vector_ms: single(KernelId::Vector),
+        csr_adaptive_ms: single(KernelId::CsrAdaptive),
+        rule_ms,
+        stage2_hits: hits,
+        stage2_bins: bins,
+        bound_ms: f64::NAN,
+        cusparse_ms: f64::NAN,
+        cusparse_cupy_ms: f64::NAN,
+        timing: "stored",
     })
 }
 
@@ -217,6 +335,14 @@ pub struct Summary {
     pub beats_rule: usize,
     /// ... the best single kernel.
     pub beats_best_single: usize,
+    /// Matrices with cuSPARSE figures.
+    pub cusparse_matrices: usize,
+    /// Geometric-mean speedup of the predicted plan over `cusparseSpMV` (NaN without figures).
+    pub geomean_speedup_vs_cusparse: f64,
+    /// Matrices where the predicted plan beats `cusparseSpMV`.
+    pub beats_cusparse: usize,
+    /// Geometric mean of bound / predicted: the share of the copy-bandwidth bound reached.
+    pub geomean_bound_fraction: f64,
 }
 
 /// Summarises evaluated rows.
@@ -262,6 +388,10 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
         beats_csr_adaptive: beats(|r| r.csr_adaptive_ms),
         beats_rule: beats(|r| r.rule_ms),
         beats_best_single: beats(|r| r.best_single_ms),
+        cusparse_matrices: rows.iter().filter(|r| r.cusparse_ms.is_finite()).count(),
+        geomean_speedup_vs_cusparse: sp(|r| r.cusparse_ms),
+        beats_cusparse: beats(|r| r.cusparse_ms),
+        geomean_bound_fraction: geomean(rows.iter().map(|r| r.bound_ms / r.predicted_ms)),
     }
 }
 
@@ -301,6 +431,15 @@ pub fn print_table(rows: &[EvalRow]) {
     }
 }
 
+/// A time for a table: empty when unknown.
+fn opt_ms(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.6}")
+    } else {
+        String::new()
+    }
+}
+
 /// Writes the rows as CSV.
 pub fn write_csv(rows: &[EvalRow], path: &Path) -> Result<()> {
     let mut w = csv::Writer::from_path(path)?;
@@ -324,6 +463,10 @@ pub fn write_csv(rows: &[EvalRow], path: &Path) -> Result<()> {
         "rule_ms",
         "stage2_hits",
         "stage2_bins",
+        "cusparse_ms",
+        "cusparse_cupy_ms",
+        "bound_ms",
+        "timing",
     ])?;
     for r in rows {
         w.write_record([
@@ -346,25 +489,19 @@ pub fn write_csv(rows: &[EvalRow], path: &Path) -> Result<()> {
             format!("{:.6}", r.rule_ms),
             r.stage2_hits.to_string(),
             r.stage2_bins.to_string(),
+            opt_ms(r.cusparse_ms),
+            opt_ms(r.cusparse_cupy_ms),
+            opt_ms(r.bound_ms),
+            r.timing.to_string(),
         ])?;
     }
     w.flush()?;
     Ok(())
 }
 
-/// Writes the report: a Markdown page with the summary, and the SVG figures
-/// (the paper's Figures 6 and 7 on this device, and confusion matrices).
-#[allow(clippy::too_many_arguments)]
-pub fn write_report(
-    dir: &Path,
-    tag: &str,
-    rows: &[EvalRow],
-    summary: &Summary,
-    stage1_confusion: (&[String], &[Vec<usize>]),
-    stage2_confusion: (&[String], &[Vec<usize>]),
-    extra: &serde_json::Value,
-) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
+/// Figures 6 to 8 of the report: speedups over single kernels, over CSR-Adaptive
+/// and the rule, and the bound / cuSPARSE comparison.
+fn speedup_figures(dir: &Path, tag: &str, rows: &[EvalRow]) -> Result<()> {
     let cats: Vec<String> = rows.iter().map(|r| r.matrix.clone()).collect();
     let sp = |f: fn(&EvalRow) -> f64| {
         rows.iter()
@@ -395,6 +532,37 @@ pub fn write_report(
             ("vs rule baseline".into(), sp(|r| r.rule_ms)),
         ],
     );
+    let fig8 = report::bar_chart(
+        &format!("Figure 8 ({tag}): share of the copy-bandwidth bound reached, and speedup over cuSPARSE"),
+        "bound / time, or cuSPARSE / predicted (x, log scale)",
+        &cats,
+        &[
+            ("predicted plan: bound / time".into(), rows.iter().map(|r| r.bound_ms / r.predicted_ms).collect()),
+            ("oracle: bound / time".into(), rows.iter().map(|r| r.bound_ms / r.oracle_ms).collect()),
+            ("cuSPARSE: bound / time".into(), rows.iter().map(|r| r.bound_ms / r.cusparse_ms).collect()),
+            ("predicted vs cuSPARSE".into(), sp(|r| r.cusparse_ms)),
+        ],
+    );
+    std::fs::write(dir.join(format!("fig6_{tag}.svg")), fig6)?;
+    std::fs::write(dir.join(format!("fig7_{tag}.svg")), fig7)?;
+    std::fs::write(dir.join(format!("fig8_{tag}.svg")), fig8)?;
+    Ok(())
+}
+
+/// Writes the report: a Markdown page with the summary, and the SVG figures
+/// (the paper's Figures 6 and 7 on this device, and confusion matrices).
+#[allow(clippy::too_many_arguments)]
+pub fn write_report(
+    dir: &Path,
+    tag: &str,
+    rows: &[EvalRow],
+    summary: &Summary,
+    stage1_confusion: (&[String], &[Vec<usize>]),
+    stage2_confusion: (&[String], &[Vec<usize>]),
+    extra: &serde_json::Value,
+) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    speedup_figures(dir, tag, rows)?;
     let c1 = report::confusion(
         &format!("Stage 1 ({tag}): schemes"),
         stage1_confusion.0,
@@ -405,12 +573,14 @@ pub fn write_report(
         stage2_confusion.0,
         stage2_confusion.1,
     );
-    std::fs::write(dir.join(format!("fig6_{tag}.svg")), fig6)?;
-    std::fs::write(dir.join(format!("fig7_{tag}.svg")), fig7)?;
     std::fs::write(dir.join(format!("confusion_stage1_{tag}.svg")), c1)?;
     std::fs::write(dir.join(format!("confusion_stage2_{tag}.svg")), c2)?;
     let mut md = format!("# Evaluation ({tag})\n\n");
-    md.push_str("Times are OpenCL kernel times (median of repetitions) measured back to back in one run.\n\n");
+    if rows.iter().any(|r| r.timing == "stored") {
+        md.push_str("Times are OpenCL kernel times (median of repetitions) read from the results database, not re-timed here: a plan's stored whole-plan time when one exists, else the sum of its bins' times scaled as its scheme's best plan was.\n\n");
+    } else {
+        md.push_str("Times are OpenCL kernel times (median of repetitions) measured back to back in one run.\n\n");
+    }
     md.push_str("## Summary\n\n```json\n");
     md.push_str(&serde_json::to_string_pretty(summary)?);
     md.push_str("\n```\n\n");
@@ -420,24 +590,35 @@ pub fn write_report(
         md.push_str("\n```\n\n");
     }
     md.push_str(&format!(
-        "![Figure 6](fig6_{tag}.svg)\n\n![Figure 7](fig7_{tag}.svg)\n\n![Stage 1](confusion_stage1_{tag}.svg)\n\n![Stage 2](confusion_stage2_{tag}.svg)\n\n"
+        "![Figure 6](fig6_{tag}.svg)\n\n![Figure 7](fig7_{tag}.svg)\n\n![Figure 8](fig8_{tag}.svg)\n\n![Stage 1](confusion_stage1_{tag}.svg)\n\n![Stage 2](confusion_stage2_{tag}.svg)\n\n"
     ));
-    md.push_str("## Per matrix\n\n| matrix | nnz | scheme | predicted ms | oracle ms | oracle/pred | best single | serial | vector | CSR-Adaptive | rule |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("## Per matrix\n\nTimes in ms; `-` where unknown. cuSPARSE is `cusparseSpMV` with descriptors and buffer made once; the bound is the minimum bytes of one SpMV at the measured copy bandwidth.\n\n| matrix | nnz | model plan | model ms | best single kernel | CSR-Adaptive | oracle ms | oracle/model | cuSPARSE | model/cuSPARSE speedup | bound ms | bound/model | serial | vector | rule |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let cell = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.4}")
+        } else {
+            "-".into()
+        }
+    };
     for r in rows {
         md.push_str(&format!(
-            "| {} | {} | {} | {:.4} | {:.4} | {:.3} | {} {:.4} | {:.4} | {:.4} | {:.4} | {:.4} |\n",
+            "| {} | {} | {} | {:.4} | {} {:.4} | {:.4} | {:.4} | {:.3} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.matrix,
             r.nnz,
             r.predicted_scheme,
             r.predicted_ms,
-            r.oracle_ms,
-            r.oracle_ratio(),
             r.best_single,
             r.best_single_ms,
-            r.serial_ms,
-            r.vector_ms,
             r.csr_adaptive_ms,
-            r.rule_ms
+            r.oracle_ms,
+            r.oracle_ratio(),
+            cell(r.cusparse_ms),
+            cell(r.cusparse_ms / r.predicted_ms),
+            cell(r.bound_ms),
+            cell(r.bound_ms / r.predicted_ms),
+            cell(r.serial_ms),
+            cell(r.vector_ms),
+            cell(r.rule_ms)
         ));
     }
     std::fs::write(dir.join(format!("report_{tag}.md")), md)?;

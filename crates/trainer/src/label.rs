@@ -139,6 +139,12 @@ pub fn kernel_order() -> Vec<KernelId> {
     v
 }
 
+/// A bin's rows: (hash, row count).
+type RowsSig = (u64, usize);
+
+/// A stored timing: (median ms, spread ms, repetitions).
+type Timing = (f64, f64, u32);
+
 /// A hash of the rows of a bin: bins of different schemes with the same rows run
 /// the same launches, so their timings are shared instead of measured twice.
 fn rows_signature(b: &Binning, bin: usize) -> (u64, usize) {
@@ -221,7 +227,7 @@ impl Labeller<'_> {
             .with_context(|| format!("uploading {name}"))?;
         let x = test_vector::<T>(a.ncols());
         let kernels = kernel_order();
-        let mut by_rows: HashMap<((u64, usize), KernelId), (f64, f64, u32)> = HashMap::new();
+        let mut by_rows: HashMap<(RowsSig, KernelId), Timing> = HashMap::new();
         let mut out = MatrixLabels {
             matrix,
             name: name.to_string(),
@@ -411,4 +417,102 @@ impl Labeller<'_> {
             .await?;
         Ok(st.median_ms)
     }
+}
+
+/// The labels of one matrix rebuilt from the database alone, without a device:
+/// what [`Labeller::label`] would return once everything is measured. `None` when
+/// any measurement it needs is missing (labelling of that matrix was cut short).
+pub async fn labels_from_store(
+    store: &Store,
+    device: DeviceId,
+    precision: Precision,
+    matrix: MatrixId,
+    name: &str,
+    features: Features,
+    row_ptr: &[u32],
+) -> Result<Option<MatrixLabels>> {
+    let have: HashMap<MeasurementKey, f64> = store
+        .measurements_for(matrix, device, precision)
+        .await?
+        .into_iter()
+        .map(|m| (m.data.key, m.data.median_ms))
+        .collect();
+    let key = |scheme: Scheme, target: Target| MeasurementKey {
+        matrix,
+        device,
+        precision,
+        scheme,
+        target,
+    };
+    let kernels = kernel_order();
+    let mut out = MatrixLabels {
+        matrix,
+        name: name.to_string(),
+        features,
+        bins: BTreeMap::new(),
+        plans: BTreeMap::new(),
+    };
+    for scheme in Scheme::all() {
+        let binning = Binning::new(row_ptr, scheme);
+        let mut plan = Plan {
+            scheme,
+            kernels: Vec::new(),
+        };
+        let mut bins_sum = 0.0;
+        for bin in binning.nonempty_bins() {
+            let mut times = Vec::with_capacity(kernels.len());
+            for &k in &kernels {
+                let target = Target::Bin {
+                    bin: bin as u32,
+                    kernel: k,
+                };
+                let Some(&t) = have.get(&key(scheme, target)) else {
+                    return Ok(None);
+                };
+                times.push((k, t));
+            }
+            let (bk, bt) = times
+                .iter()
+                .copied()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("at least one kernel");
+            bins_sum += bt;
+            plan.kernels.push((bin, bk));
+            out.bins.insert((scheme, bin), times);
+        }
+        if plan.kernels.is_empty() {
+            continue;
+        }
+        let Some(&total) = have.get(&key(scheme, Target::plan(&plan)?)) else {
+            return Ok(None);
+        };
+        out.plans.insert(
+            scheme,
+            SchemePlan {
+                plan,
+                total_ms: total,
+                bins_sum_ms: bins_sum,
+            },
+        );
+    }
+    Ok(Some(out))
+}
+
+/// Whole-plan times stored for a matrix (from labelling and from evaluations on
+/// the device), by canonical plan: what an evaluation without the device reuses.
+pub async fn stored_plan_times(
+    store: &Store,
+    device: DeviceId,
+    precision: Precision,
+    matrix: MatrixId,
+) -> Result<HashMap<String, f64>> {
+    Ok(store
+        .measurements_for(matrix, device, precision)
+        .await?
+        .into_iter()
+        .filter_map(|m| match m.data.key.target {
+            Target::Plan(json) => Some((json, m.data.median_ms)),
+            Target::Bin { .. } => None,
+        })
+        .collect())
 }

@@ -9,7 +9,9 @@
 pub mod corpus;
 pub mod dataset;
 pub mod evaluate;
+pub mod finish;
 pub mod label;
+pub mod peers;
 pub mod pipeline;
 pub mod report;
 pub mod split;

@@ -2,12 +2,14 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use selector::DeviceClass;
 use std::path::PathBuf;
-use store::{ModelRecord, Precision};
+use store::Precision;
 use trainer::corpus::{self, CorpusOptions, Manifest};
+use trainer::finish::{self, Evaluator, Finish};
 use trainer::label::LabelOptions;
+use trainer::peers::CusparseTable;
 use trainer::pipeline::{self, Env, Labelled};
-use trainer::split::Side;
 
 #[derive(Parser)]
 #[command(
@@ -73,6 +75,13 @@ struct Common {
     /// the server kept in DIR (`server --keep-matrices DIR`).
     #[arg(long, global = true, value_name = "DIR")]
     include_requests: Option<PathBuf>,
+    /// cuSPARSE figures to set beside ours in the report (the CSV of `bench/cusparse_bench.py`).
+    #[arg(long, global = true, value_name = "CSV")]
+    cusparse: Option<PathBuf>,
+    /// Device class of the rule baseline (`gpu` or `cpu`); default: the device's kind
+    /// (with `fit --from-db`: guessed from the stored name and vendor).
+    #[arg(long, global = true)]
+    device_class: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -83,6 +92,17 @@ enum Command {
     Corpus,
     /// Time every scheme, bin and kernel of the corpus into the database.
     Label,
+    /// Fit and evaluate both models from a results database, with no device: the
+    /// held-out matrices are evaluated from the stored measurements.
+    Fit {
+        /// The results database (a path or sqlite:// URL), e.g. one brought back from a GPU.
+        #[arg(long)]
+        from_db: String,
+        /// The device of that database to fit for (exact name or substring); needed
+        /// when it holds several.
+        #[arg(long)]
+        device_name: Option<String>,
+    },
     /// Evaluate a model on the matrices of a folder (labelling them first when needed).
     Evaluate {
         /// The model file.
@@ -148,6 +168,53 @@ impl Common {
         }
     }
 
+    /// The end of a run for `device`: corpus, split, destinations and peers.
+    #[allow(clippy::too_many_arguments)]
+    fn finish<'a>(
+        &self,
+        manifest: &Manifest,
+        items: &'a [corpus::Item],
+        device: &str,
+        class: DeviceClass,
+        copy_gbps: Option<f64>,
+        card_extra: serde_json::Value,
+        default_out: PathBuf,
+    ) -> Result<Finish<'a>> {
+        let seed = self.seed.unwrap_or(manifest.seed);
+        let cusparse = match &self.cusparse {
+            Some(p) if p.is_file() => Some(CusparseTable::load(p)?),
+            Some(p) => {
+                eprintln!(
+                    "trainer: no cuSPARSE figures at {}: that column stays empty",
+                    p.display()
+                );
+                None
+            }
+            None => None,
+        };
+        Ok(Finish {
+            items,
+            sides: pipeline::split_items(items, seed),
+            corpus: format!(
+                "{} ({} matrices: {}; split 75/25 by matrix, stratified by kind and size, seed {seed})",
+                manifest.description,
+                items.len(),
+                composition(items)
+            ),
+            seed,
+            device: device.to_string(),
+            class,
+            copy_gbps,
+            cusparse,
+            models_dir: self
+                .models_dir
+                .clone()
+                .unwrap_or_else(|| corpus::repo_root().join("models")),
+            out: self.out.clone().unwrap_or(default_out),
+            card_extra,
+        })
+    }
+
     fn budget(&self) -> Option<std::time::Duration> {
         self.budget_minutes
             .map(|m| std::time::Duration::from_secs_f64((m * 60.0).max(0.0)))
@@ -194,6 +261,10 @@ async fn main() -> Result<()> {
             Ok(())
         }
         Command::Run => run(&c).await,
+        Command::Fit {
+            from_db,
+            device_name,
+        } => fit_from_db(&c, &from_db, device_name.as_deref()).await,
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
 }
@@ -241,106 +312,94 @@ async fn run(c: &Common) -> Result<()> {
     )
     .await?;
     report_labelling(&lc, &items);
-    let seed = c.seed.unwrap_or(manifest.seed);
-    let sides = pipeline::split_items(&items, seed);
-    let models_dir = c
-        .models_dir
-        .clone()
-        .unwrap_or_else(|| corpus::repo_root().join("models"));
-    let out = c.out.clone().unwrap_or_else(pipeline::default_report_dir);
-    std::fs::create_dir_all(&models_dir)?;
-    let device = env.engine.info().name.clone();
+    let info = env.engine.info().clone();
+    let copy_gbps = env
+        .store
+        .device(env.device)
+        .await?
+        .and_then(|d| d.record.copy_bandwidth_gbps);
+    let fin = c.finish(
+        &manifest,
+        &items,
+        &info.name,
+        DeviceClass::from_kind(&info.kind),
+        copy_gbps,
+        serde_json::json!({"labelling_seconds": lc.seconds}),
+        pipeline::default_report_dir(),
+    )?;
+    let ev = Evaluator::Device(&env, opts);
     let mut last = serde_json::Value::Null;
     for (precision, labelled) in [(Precision::F32, &lc.f32), (Precision::F64, &lc.f64)] {
         if labelled.is_empty() {
             continue;
         }
-        let train: Vec<&Labelled> = labelled
-            .iter()
-            .filter(|l| sides[l.item] == Side::Train)
-            .collect();
-        let test: Vec<&Labelled> = labelled
-            .iter()
-            .filter(|l| sides[l.item] == Side::Test)
-            .collect();
-        if train.len() < 4 || test.is_empty() {
-            bail!(
-                "too few labelled matrices to split ({} train, {} test)",
-                train.len(),
-                test.len()
-            );
-        }
-        let corpus_desc = format!(
-            "{} ({} matrices: {}; split 75/25 by matrix, stratified by kind and size, seed {seed})",
-            manifest.description,
-            items.len(),
-            composition(&items)
-        );
-        let fitted = pipeline::fit_precision(&train, &device, precision, &corpus_desc, seed)?;
-        let mut model = fitted.model;
-        let t0 = std::time::Instant::now();
-        let rows =
-            pipeline::evaluate_labelled(&env, &model, &items, &test, precision, &opts).await?;
-        let real: Vec<_> = rows
-            .iter()
-            .filter(|r| r.source == "suitesparse")
-            .cloned()
-            .collect();
-        let test_real: Vec<&Labelled> = test
-            .iter()
-            .copied()
-            .filter(|l| items[l.item].is_real())
-            .collect();
-        let tag = precision.as_str();
-        let extra = serde_json::json!({
-            "labels": pipeline::label_distribution(labelled),
-            "model_metrics": model.card.metrics,
-            "train_matrices": train.len(),
-            "test_matrices": test.len(),
-        });
-        let all_summary = pipeline::write_outputs(
-            &out,
-            &format!("{tag}_all"),
-            &rows,
-            &model,
-            &test,
-            extra.clone(),
-        )?;
-        let real_summary = pipeline::write_outputs(
-            &out,
-            &format!("{tag}_real"),
-            &real,
-            &model,
-            &test_real,
-            extra,
-        )?;
-        evaluate_print(&rows);
-        pipeline::print_summary(&format!("{tag}: all held-out matrices"), &all_summary);
-        pipeline::print_summary(
-            &format!("{tag}: held-out real SuiteSparse matrices"),
-            &real_summary,
-        );
-        println!("   evaluation took {:.0} s", t0.elapsed().as_secs_f64());
-        if let Some(m) = model.card.metrics.as_object_mut() {
-            m.insert("test_all".into(), serde_json::to_value(&all_summary)?);
-            m.insert("test_real".into(), serde_json::to_value(&real_summary)?);
-            m.insert("labelling_seconds".into(), serde_json::json!(lc.seconds));
-        }
-        let path = models_dir.join(pipeline::model_file_name(&device, precision));
-        model.save(&path)?;
-        env.store
-            .insert_model(&ModelRecord {
-                path: path.display().to_string(),
-                device_name: device.clone(),
-                precision,
-                metrics: model.card.metrics.clone(),
-                card: serde_json::to_value(&model.card)?,
-            })
-            .await?;
-        println!("   model written to {}", path.display());
-        last = summary_json(&real_summary, &all_summary, tag);
+        let f = fin.precision(&ev, &env.store, precision, labelled).await?;
+        last = summary_json(&f.real, &f.all, precision.as_str());
     }
     println!("{last}");
+    Ok(())
+}
+
+/// `trainer fit --from-db`: models and report from a results database alone.
+async fn fit_from_db(c: &Common, db: &str, device_name: Option<&str>) -> Result<()> {
+    let store = store::Store::connect(Some(db))
+        .await
+        .with_context(|| format!("opening the results database {db}"))?;
+    let devices = store.list_devices().await?;
+    let names: Vec<&str> = devices.iter().map(|d| d.record.name.as_str()).collect();
+    let dev = match device_name {
+        Some(n) => devices
+            .iter()
+            .find(|d| d.record.name == n)
+            .or_else(|| devices.iter().find(|d| d.record.name.contains(n))),
+        None if devices.len() == 1 => devices.first(),
+        None => bail!("{db} holds several devices {names:?}: choose one with --device-name"),
+    }
+    .with_context(|| format!("no device matching {device_name:?} in {db} (it holds {names:?})"))?;
+    let (manifest, items) = c.corpus()?;
+    let rec = &dev.record;
+    let class = match c.device_class.as_deref() {
+        Some(k) => DeviceClass::from_kind(k),
+        None => DeviceClass::guess(&rec.name, &rec.vendor),
+    };
+    eprintln!(
+        "trainer fit: device '{}' ({:?}, copy bandwidth {}) from {db}; no device is used: held-out matrices are evaluated from stored measurements",
+        rec.name,
+        class,
+        rec.copy_bandwidth_gbps.map_or("unknown".into(), |b| format!("{b:.1} GB/s"))
+    );
+    let fin = c.finish(
+        &manifest,
+        &items,
+        &rec.name,
+        class,
+        rec.copy_bandwidth_gbps,
+        serde_json::json!({"fitted_from_database": true}),
+        pipeline::device_report_dir(&rec.name),
+    )?;
+    let ev = Evaluator::Stored(&store, dev.id);
+    let mut written = 0;
+    for precision in c.precisions()? {
+        let (labelled, partial) =
+            finish::labelled_from_store(&store, dev.id, &items, precision).await?;
+        println!(
+            "{precision}: {} matrices fully labelled in the database, {} incomplete or absent on this device",
+            labelled.len(),
+            partial.len()
+        );
+        if labelled.is_empty() {
+            continue;
+        }
+        let f = fin.precision(&ev, &store, precision, &labelled).await?;
+        println!("{}", summary_json(&f.real, &f.all, precision.as_str()));
+        written += 1;
+    }
+    if written == 0 {
+        bail!(
+            "no fully labelled matrix of this corpus for '{}' in {db}",
+            rec.name
+        );
+    }
     Ok(())
 }
 
@@ -405,8 +464,23 @@ async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
         Precision::F32 => lc.f32.iter().collect(),
         Precision::F64 => lc.f64.iter().collect(),
     };
-    let rows =
-        pipeline::evaluate_labelled(&env, &model, &items, &labelled, precision, &opts).await?;
+    let class = match c.device_class.as_deref() {
+        Some(k) => DeviceClass::from_kind(k),
+        None => DeviceClass::from_kind(&env.engine.info().kind),
+    };
+    let mut rows =
+        pipeline::evaluate_labelled(&env, class, &model, &items, &labelled, precision, &opts)
+            .await?;
+    let copy_gbps = env
+        .store
+        .device(env.device)
+        .await?
+        .and_then(|d| d.record.copy_bandwidth_gbps);
+    let cusparse = match &c.cusparse {
+        Some(p) => Some(CusparseTable::load(p)?),
+        None => None,
+    };
+    trainer::peers::annotate(&mut rows, precision, copy_gbps, cusparse.as_ref());
     let out = c.out.clone().unwrap_or_else(pipeline::default_report_dir);
     let tag = format!("{}_evaluate", precision.as_str());
     let summary = pipeline::write_outputs(

@@ -359,7 +359,7 @@ pub fn fit_precision(
                     "tie_tolerance": tol, "max_depth": depth, "min_weight_leaf": leaf, "weighting": w,
                     "validation_geomean_oracle_ratio": score,
                 }));
-                if best.as_ref().map_or(true, |(_, b)| score > *b + 1e-12) {
+                if best.as_ref().is_none_or(|(_, b)| score > *b + 1e-12) {
                     best = Some((p, score));
                 }
             }
@@ -404,6 +404,7 @@ pub fn fit_precision(
 /// Evaluates `model` on labelled matrices (all timed in this run) and returns the rows.
 pub async fn evaluate_labelled(
     env: &Env,
+    class: selector::DeviceClass,
     model: &Model,
     items: &[Item],
     labelled: &[&Labelled],
@@ -421,6 +422,7 @@ pub async fn evaluate_labelled(
             Precision::F32 => {
                 evaluate::evaluate_matrix(
                     &lab,
+                    class,
                     model,
                     &item.name,
                     &item.source,
@@ -430,8 +432,16 @@ pub async fn evaluate_labelled(
                 .await
             }
             Precision::F64 => {
-                evaluate::evaluate_matrix(&lab, model, &item.name, &item.source, &a, &l.labels)
-                    .await
+                evaluate::evaluate_matrix(
+                    &lab,
+                    class,
+                    model,
+                    &item.name,
+                    &item.source,
+                    &a,
+                    &l.labels,
+                )
+                .await
             }
         };
         match row {
@@ -444,14 +454,11 @@ pub async fn evaluate_labelled(
     Ok(rows)
 }
 
+/// A confusion matrix: class names, and counts by (best, predicted).
+pub type Confusion = (Vec<String>, Vec<Vec<usize>>);
+
 /// Confusion matrices of both stages on labelled matrices.
-pub fn confusions(
-    model: &Model,
-    labelled: &[&Labelled],
-) -> (
-    (Vec<String>, Vec<Vec<usize>>),
-    (Vec<String>, Vec<Vec<usize>>),
-) {
+pub fn confusions(model: &Model, labelled: &[&Labelled]) -> (Confusion, Confusion) {
     let schemes: Vec<sparse::Scheme> = sparse::Scheme::all();
     let mut c1 = vec![vec![0usize; schemes.len()]; schemes.len()];
     for l in labelled {
@@ -574,4 +581,10 @@ pub fn write_outputs(
 /// Where reports go by default.
 pub fn default_report_dir() -> PathBuf {
     crate::corpus::repo_root().join("training-data/report")
+}
+
+/// Where a device's report goes by default: `training-data/report/<device-slug>/`.
+pub fn device_report_dir(device: &str) -> PathBuf {
+    let slug = model_file_name(device, Precision::F32);
+    default_report_dir().join(slug.trim_end_matches("-f32.json"))
 }

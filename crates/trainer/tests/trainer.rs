@@ -197,9 +197,17 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
     // Evaluation of the real matrices: every time measured, ratios at most 1.
     let real: Vec<&pipeline::Labelled> =
         lc.f64.iter().filter(|l| items[l.item].is_real()).collect();
-    let rows = pipeline::evaluate_labelled(&env, &loaded, &items, &real, Precision::F64, &quick())
-        .await
-        .unwrap();
+    let rows = pipeline::evaluate_labelled(
+        &env,
+        selector::DeviceClass::from_kind(&env.engine.info().kind),
+        &loaded,
+        &items,
+        &real,
+        Precision::F64,
+        &quick(),
+    )
+    .await
+    .unwrap();
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert!(r.predicted_ms > 0.0 && r.oracle_ms > 0.0, "{r:?}");

@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""cuSPARSE SpMV through CuPy on Matrix Market files, beside spmv-select's kernels.
+
+For each matrix and precision, two figures (ms per y = A x, CUDA events):
+  ms_cupy      CuPy's `A @ x`: builds the cuSPARSE descriptors, sizes and
+               allocates the work buffer and allocates y on every call;
+  ms_spmv_raw  cusparseSpMV with the matrix/vector descriptors and the work buffer
+               made once, then many back-to-back calls: the library's kernel cost.
+Each figure is the median of --samples samples, each sample timing --calls
+back-to-back calls (auto: enough for about 10 ms) after --warmup calls.
+GB/s uses the same minimum-bytes model as `spmv bench`:
+(m+1)*4 + nnz*(4+V) + n*V + m*V bytes, V = 4 (f32) or 8 (f64).
+
+Exit codes: 0 done; 1 a matrix failed; 2 bad usage or unreadable input;
+3 skipped: CuPy or a CUDA GPU is missing (a message says which).
+--dry-run reads and describes the matrices without CuPy (testable anywhere).
+"""
+
+import argparse
+import csv
+import gzip
+import math
+import os
+import sys
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_SKIPPED = 3
+
+
+def matrix_name(path):
+    """The file name without .gz and .mtx, as `spmv bench` names matrices."""
+    name = os.path.basename(path)
+    for suffix in (".gz", ".mtx"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def collect(paths):
+    """Matrix Market files among paths (folders are listed, sorted)."""
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            files.extend(
+                sorted(
+                    os.path.join(p, f)
+                    for f in os.listdir(p)
+                    if f.endswith(".mtx") or f.endswith(".mtx.gz")
+                )
+            )
+        elif os.path.isfile(p):
+            files.append(p)
+        else:
+            raise FileNotFoundError(p)
+    return files
+
+
+def read_csr(path):
+    """A scipy CSR matrix (float64, real part of complex values, duplicates
+    summed, columns sorted) from a .mtx or .mtx.gz file."""
+    import numpy as np
+    import scipy.io
+    import scipy.sparse as sp
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        m = scipy.io.mmread(f)
+    m = sp.csr_matrix(m)
+    if np.iscomplexobj(m.data):
+        m = sp.csr_matrix((m.data.real, m.indices, m.indptr), shape=m.shape)
+    m = m.astype(np.float64)
+    m.sum_duplicates()
+    m.sort_indices()
+    return m
+
+
+def stencil2d(nnz_target):
+    """The 5-point Laplacian on an n x n grid with about nnz_target nonzeros (the
+    grid `spmv bench --gen stencil2d:NNZ` builds: 5n^2 - 4n nonzeros)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    n = max(1, round((4 + math.sqrt(16 + 20 * nnz_target)) / 10))
+    one = np.ones(n)
+    t = sp.diags([-one[:-1], 4 * one, -one[:-1]], [-1, 0, 1], format="csr")
+    i = sp.identity(n, format="csr")
+    off = sp.diags([-one[:-1], -one[:-1]], [-1, 1], format="csr")
+    a = (sp.kron(i, t) + sp.kron(off, i)).tocsr()
+    a.sum_duplicates()
+    a.sort_indices()
+    return a
+
+
+def min_bytes(nrows, ncols, nnz, value_bytes):
+    return (nrows + 1) * 4 + nnz * (4 + value_bytes) + ncols * value_bytes + nrows * value_bytes
+
+
+def parse_precisions(text):
+    out = []
+    for p in text.split(","):
+        p = p.strip()
+        if p not in ("f32", "f64"):
+            raise ValueError(f"precision must be f32 or f64, got {p!r}")
+        out.append(p)
+    return out
+
+
+def load_cupy():
+    """(cupy, cupyx, reason): the modules, or None and why they cannot be used."""
+    try:
+        import cupy
+        import cupyx.scipy.sparse  # noqa: F401
+        from cupyx import cusparse  # noqa: F401
+    except Exception as e:  # ImportError, or a CUDA library that fails to load
+        return None, f"CuPy is not usable here ({type(e).__name__}: {e})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        return None, f"CuPy found no CUDA device ({type(e).__name__}: {e})"
+    if n < 1:
+        return None, "CuPy found no CUDA device"
+    return cupy, None
+
+
+def median(v):
+    s = sorted(v)
+    k = len(s)
+    return s[k // 2] if k % 2 else 0.5 * (s[k // 2 - 1] + s[k // 2])
+
+
+def time_calls(cupy, fn, calls, samples, warmup):
+    """Median over samples of (ms for `calls` back-to-back calls) / calls."""
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    out = []
+    for _ in range(samples):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        out.append(cupy.cuda.get_elapsed_time(start, end) / calls)
+    return median(out)
+
+
+def calls_for(cupy, fn, requested):
+    """The calls per sample: as given, or enough for about 10 ms (10..2000)."""
+    if requested > 0:
+        return requested
+    fn()
+    cupy.cuda.Device().synchronize()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    end.synchronize()
+    one = max(cupy.cuda.get_elapsed_time(start, end) / 5, 1e-4)
+    return int(min(2000, max(10, 10.0 / one)))
+
+
+class RawSpMV:
+    """cusparseSpMV with descriptors and work buffer made once."""
+
+    def __init__(self, cupy, a, x, y):
+        import numpy as np
+        from cupy.cuda import device
+        from cupyx import cusparse
+
+        try:
+            from cupy_backends.cuda.libs import cusparse as lib
+        except ImportError:  # older CuPy
+            from cupy.cuda import cusparse as lib
+        try:
+            from cupy._core import _dtype
+
+            self.cuda_dtype = _dtype.to_cuda_dtype(a.dtype)
+        except (ImportError, AttributeError):
+            self.cuda_dtype = {4: 0, 8: 1}[a.dtype.itemsize]  # CUDA_R_32F, CUDA_R_64F
+        self.lib = lib
+        self.handle = device.get_cusparse_handle()
+        self.op = lib.CUSPARSE_OPERATION_NON_TRANSPOSE
+        self.alpha = np.array(1.0, dtype=a.dtype)
+        self.beta = np.array(0.0, dtype=a.dtype)
+        self.alg = getattr(lib, "CUSPARSE_SPMV_ALG_DEFAULT", getattr(lib, "CUSPARSE_MV_ALG_DEFAULT", 0))
+        # Keep the descriptors (and what they point to) alive.
+        self.a, self.x, self.y = a, x, y
+        self.da = cusparse.SpMatDescriptor.create(a)
+        self.dx = cusparse.DnVecDescriptor.create(x)
+        self.dy = cusparse.DnVecDescriptor.create(y)
+        size = lib.spMV_bufferSize(
+            self.handle, self.op, self.alpha.ctypes.data, self.da.desc, self.dx.desc,
+            self.beta.ctypes.data, self.dy.desc, self.cuda_dtype, self.alg,
+        )
+        self.buf = cupy.empty(max(int(size), 1), dtype=cupy.int8)
+
+    def __call__(self):
+        self.lib.spMV(
+            self.handle, self.op, self.alpha.ctypes.data, self.da.desc, self.dx.desc,
+            self.beta.ctypes.data, self.dy.desc, self.cuda_dtype, self.alg, self.buf.data.ptr,
+        )
+
+
+def bench_one(cupy, name, host, precision, args):
+    """One CSV row for a matrix in one precision (checked against scipy) and
+    whether the raw cusparseSpMV could be timed."""
+    import numpy as np
+    import cupyx.scipy.sparse as csp
+
+    dt = np.float32 if precision == "f32" else np.float64
+    h = host.astype(dt)
+    rng = np.random.default_rng(7)
+    xh = rng.uniform(-1, 1, h.shape[1]).astype(dt)
+    a = csp.csr_matrix((cupy.asarray(h.data), cupy.asarray(h.indices.astype(np.int32)),
+                        cupy.asarray(h.indptr.astype(np.int32))), shape=h.shape)
+    x = cupy.asarray(xh)
+    y = cupy.zeros(h.shape[0], dtype=dt)
+    want = h @ xh
+    tol = (1e-3 if precision == "f32" else 1e-10) * (np.abs(h) @ np.abs(xh) + 1e-30)
+
+    def check(label, got):
+        if np.any(np.abs(got - want) > tol):
+            raise RuntimeError(f"{name} {precision}: {label} differs from scipy")
+
+    cupy_call = lambda: a @ x  # noqa: E731
+    check("A @ x", cupy_call().get())
+    row = {"matrix": name, "precision": precision, "nnz": h.nnz, "ms_spmv_raw": "", "gbps": ""}
+    try:
+        raw = RawSpMV(cupy, a, x, y)
+        raw()
+        check("cusparseSpMV", y.get())
+    except Exception as e:  # the low-level bindings moved or refused: say so, keep A @ x
+        print(f"cusparse_bench: {name} {precision}: raw cusparseSpMV unavailable "
+              f"({type(e).__name__}: {e}); only A @ x is timed", file=sys.stderr)
+        raw = None
+    calls = calls_for(cupy, raw or cupy_call, args.calls)
+    row["calls"] = calls
+    row["ms_cupy"] = f"{time_calls(cupy, cupy_call, max(1, calls // 4), args.samples, args.warmup):.6f}"
+    if raw is not None:
+        ms_raw = time_calls(cupy, raw, calls, args.samples, args.warmup)
+        vb = 4 if precision == "f32" else 8
+        row["ms_spmv_raw"] = f"{ms_raw:.6f}"
+        row["gbps"] = f"{min_bytes(h.shape[0], h.shape[1], h.nnz, vb) / (ms_raw * 1e-3) / 1e9:.3f}"
+    return row, raw is not None
+
+
+def cases(args):
+    """(name, loader) for every input, lazily."""
+    out = [(matrix_name(f), (lambda f=f: read_csr(f))) for f in collect(args.paths)]
+    for n in args.stencil2d:
+        out.append((f"gen:stencil2d:{n}", (lambda n=n: stencil2d(n))))
+    return out
+
+
+def dry_run(todo, precisions):
+    for name, load in todo:
+        a = load()
+        for p in precisions:
+            vb = 4 if p == "f32" else 8
+            print(f"would time {name} {p}: {a.shape[0]}x{a.shape[1]}, {a.nnz} nonzeros, "
+                  f"{min_bytes(a.shape[0], a.shape[1], a.nnz, vb)} bytes per SpMV")
+    print(f"dry run: {len(todo)} matrices x {len(precisions)} precisions, nothing timed")
+    return 0
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("paths", nargs="*", help="Matrix Market files or folders (.mtx, .mtx.gz)")
+    ap.add_argument("--precision", default="f32,f64", help="f32, f64 or f32,f64")
+    ap.add_argument("--stencil2d", type=int, action="append", default=[],
+                    help="also a generated 5-point stencil of about NNZ nonzeros (repeatable)")
+    ap.add_argument("--samples", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=0, help="calls per sample (0: about 10 ms)")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--out", help="CSV file (default: standard output)")
+    ap.add_argument("--dry-run", action="store_true", help="read and describe, time nothing")
+    return ap.parse_args(argv)
+
+
+def main(argv):
+    args = parse_args(argv)
+    try:
+        precisions = parse_precisions(args.precision)
+        todo = cases(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"cusparse_bench: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if not todo:
+        print("cusparse_bench: no matrices given", file=sys.stderr)
+        return EXIT_USAGE
+    if args.dry_run:
+        return dry_run(todo, precisions)
+    cupy, why = load_cupy()
+    if cupy is None:
+        print(f"cusparse_bench: SKIPPED: {why}; no cuSPARSE figures", file=sys.stderr)
+        return EXIT_SKIPPED
+    out = open(args.out, "w", newline="") if args.out else sys.stdout
+    fields = ["matrix", "precision", "nnz", "ms_cupy", "ms_spmv_raw", "gbps", "calls"]
+    w = csv.DictWriter(out, fieldnames=fields)
+    w.writeheader()
+    failed = 0
+    for name, load in todo:
+        try:
+            host = load()
+            for p in precisions:
+                row, raw_ok = bench_one(cupy, name, host, p, args)
+                w.writerow(row)
+                out.flush()
+                failed += 0 if raw_ok else 1
+        except Exception as e:
+            print(f"cusparse_bench: {name}: {type(e).__name__}: {e}", file=sys.stderr)
+            failed += 1
+    if args.out:
+        out.close()
+    print(f"cusparse_bench: {len(todo)} matrices, {failed} problems (see above)", file=sys.stderr)
+    return EXIT_FAILED if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,285 @@
+//! The end of a training run, shared by `trainer run` (on the device) and
+//! `trainer fit --from-db` (anywhere): per precision, split, fit, evaluate the
+//! held-out matrices (re-timed on the device, or from stored measurements),
+//! add the cuSPARSE and bandwidth-bound columns, write the model and the report.
+
+use crate::corpus::Item;
+use crate::evaluate::{self, EvalRow, Summary};
+use crate::label::{self, LabelOptions};
+use crate::peers::{self, CusparseTable};
+use crate::pipeline::{self, Labelled};
+use crate::split::Side;
+use anyhow::{bail, Result};
+use selector::{DeviceClass, Model};
+use std::path::{Path, PathBuf};
+use store::{DeviceId, ModelRecord, Precision, Store};
+
+/// How held-out matrices are timed.
+pub enum Evaluator<'a> {
+    /// Re-timed now on the device, back to back.
+    Device(&'a pipeline::Env, LabelOptions),
+    /// From the results database alone (no device).
+    Stored(&'a Store, DeviceId),
+}
+
+/// Everything the end of a run needs besides the labels.
+pub struct Finish<'a> {
+    /// The corpus the labels index into.
+    pub items: &'a [Item],
+    /// Its split.
+    pub sides: Vec<Side>,
+    /// Description of the corpus for the model card.
+    pub corpus: String,
+    /// Seed of the fit.
+    pub seed: u64,
+    /// Device name the model is for.
+    pub device: String,
+    /// Device class (the rule baseline's thresholds).
+    pub class: DeviceClass,
+    /// Measured copy bandwidth of the device, GB/s.
+    pub copy_gbps: Option<f64>,
+    /// cuSPARSE figures, when given.
+    pub cusparse: Option<CusparseTable>,
+    /// Where models go.
+    pub models_dir: PathBuf,
+    /// Where the report goes.
+    pub out: PathBuf,
+    /// Extra facts for the model card (labelling time, ...).
+    pub card_extra: serde_json::Value,
+}
+
+/// What one precision produced.
+pub struct Finished {
+    /// The model file written.
+    pub model_path: PathBuf,
+    /// Summary over every held-out matrix.
+    pub all: Summary,
+    /// Summary over held-out real matrices.
+    pub real: Summary,
+}
+
+impl Finish<'_> {
+    /// Fits, evaluates and writes one precision's model and report.
+    pub async fn precision(
+        &self,
+        ev: &Evaluator<'_>,
+        store: &Store,
+        precision: Precision,
+        labelled: &[Labelled],
+    ) -> Result<Finished> {
+        let pick = |side| -> Vec<&Labelled> {
+            labelled
+                .iter()
+                .filter(|l| self.sides[l.item] == side)
+                .collect()
+        };
+        let (train, test) = (pick(Side::Train), pick(Side::Test));
+        if train.len() < 4 || test.is_empty() {
+            bail!(
+                "{precision}: too few labelled matrices to split ({} train, {} test)",
+                train.len(),
+                test.len()
+            );
+        }
+        let fitted =
+            pipeline::fit_precision(&train, &self.device, precision, &self.corpus, self.seed)?;
+        let mut model = fitted.model;
+        let t0 = std::time::Instant::now();
+        let mut rows = self.evaluate(ev, &model, &test, precision).await?;
+        peers::annotate(&mut rows, precision, self.copy_gbps, self.cusparse.as_ref());
+        let tag = precision.as_str();
+        let extra = serde_json::json!({
+            "labels": pipeline::label_distribution(labelled),
+            "model_metrics": model.card.metrics,
+            "train_matrices": train.len(),
+            "test_matrices": test.len(),
+            "device_copy_bandwidth_gbps": self.copy_gbps,
+            "evaluation": match ev { Evaluator::Device(..) => "re-timed on the device", Evaluator::Stored(..) => "from stored measurements" },
+        });
+        let real_rows: Vec<EvalRow> = rows
+            .iter()
+            .filter(|r| r.source == "suitesparse")
+            .cloned()
+            .collect();
+        let test_real: Vec<&Labelled> = test
+            .iter()
+            .copied()
+            .filter(|l| self.items[l.item].is_real())
+            .collect();
+        let all = write(
+            &self.out,
+            &format!("{tag}_all"),
+            &rows,
+            &model,
+            &test,
+            &extra,
+        )?;
+        let real = write(
+            &self.out,
+            &format!("{tag}_real"),
+            &real_rows,
+            &model,
+            &test_real,
+            &extra,
+        )?;
+        evaluate::print_table(&rows);
+        pipeline::print_summary(&format!("{tag}: all held-out matrices"), &all);
+        pipeline::print_summary(&format!("{tag}: held-out real SuiteSparse matrices"), &real);
+        println!("   evaluation took {:.0} s", t0.elapsed().as_secs_f64());
+        if let Some(m) = model.card.metrics.as_object_mut() {
+            m.insert("test_all".into(), serde_json::to_value(&all)?);
+            m.insert("test_real".into(), serde_json::to_value(&real)?);
+            if let Some(o) = self.card_extra.as_object() {
+                m.extend(o.clone());
+            }
+        }
+        std::fs::create_dir_all(&self.models_dir)?;
+        let path = self
+            .models_dir
+            .join(pipeline::model_file_name(&self.device, precision));
+        model.save(&path)?;
+        store
+            .insert_model(&ModelRecord {
+                path: path.display().to_string(),
+                device_name: self.device.clone(),
+                precision,
+                metrics: model.card.metrics.clone(),
+                card: serde_json::to_value(&model.card)?,
+            })
+            .await?;
+        println!("   model written to {}", path.display());
+        Ok(Finished {
+            model_path: path,
+            all,
+            real,
+        })
+    }
+
+    async fn evaluate(
+        &self,
+        ev: &Evaluator<'_>,
+        model: &Model,
+        test: &[&Labelled],
+        precision: Precision,
+    ) -> Result<Vec<EvalRow>> {
+        match ev {
+            Evaluator::Device(env, opts) => {
+                pipeline::evaluate_labelled(
+                    env, self.class, model, self.items, test, precision, opts,
+                )
+                .await
+            }
+            Evaluator::Stored(store, device) => {
+                let mut rows = Vec::new();
+                for l in test {
+                    let item = &self.items[l.item];
+                    let times =
+                        label::stored_plan_times(store, *device, precision, l.labels.matrix)
+                            .await?;
+                    let a = item.load()?;
+                    let row = match precision {
+                        Precision::F32 => evaluate::evaluate_stored(
+                            self.class,
+                            model,
+                            &item.name,
+                            &item.source,
+                            &a.cast::<f32>(),
+                            &l.labels,
+                            &times,
+                        ),
+                        Precision::F64 => evaluate::evaluate_stored(
+                            self.class,
+                            model,
+                            &item.name,
+                            &item.source,
+                            &a,
+                            &l.labels,
+                            &times,
+                        ),
+                    };
+                    rows.push(row?);
+                }
+                Ok(rows)
+            }
+        }
+    }
+}
+
+fn write(
+    out: &Path,
+    tag: &str,
+    rows: &[EvalRow],
+    model: &Model,
+    labelled: &[&Labelled],
+    extra: &serde_json::Value,
+) -> Result<Summary> {
+    pipeline::write_outputs(out, tag, rows, model, labelled, extra.clone())
+}
+
+/// The labels of every corpus item that the database holds complete for `device`
+/// in `precision`, without a device. Returns them and the names of items whose
+/// labelling was started but not finished.
+pub async fn labelled_from_store(
+    store: &Store,
+    device: DeviceId,
+    items: &[Item],
+    precision: Precision,
+) -> Result<(Vec<Labelled>, Vec<String>)> {
+    let known: std::collections::HashSet<String> = store
+        .list_matrices(None)
+        .await?
+        .into_iter()
+        .map(|m| m.record.name)
+        .collect();
+    let (mut out, mut partial) = (Vec::new(), Vec::new());
+    for (i, item) in items.iter().enumerate() {
+        if !known.contains(&item.name) {
+            continue;
+        }
+        let a64 = item.load()?;
+        let l = match precision {
+            Precision::F32 => {
+                from_store(store, device, precision, i, item, &a64.cast::<f32>()).await?
+            }
+            Precision::F64 => from_store(store, device, precision, i, item, &a64).await?,
+        };
+        match l {
+            Some(Some(l)) => out.push(l),
+            Some(None) => partial.push(item.name.clone()),
+            None => {}
+        }
+    }
+    Ok((out, partial))
+}
+
+/// `None`: the matrix is not in the database in this precision; `Some(None)`:
+/// its labels are incomplete.
+async fn from_store<T: sparse::Scalar>(
+    store: &Store,
+    device: DeviceId,
+    precision: Precision,
+    idx: usize,
+    item: &Item,
+    a: &sparse::Csr<T>,
+) -> Result<Option<Option<Labelled>>> {
+    let Some(m) = store.matrix_by_hash(&a.content_hash()).await? else {
+        return Ok(None);
+    };
+    let features = sparse::Features::of(a);
+    let labels = label::labels_from_store(
+        store,
+        device,
+        precision,
+        m.id,
+        &item.name,
+        features,
+        a.row_ptr(),
+    )
+    .await?;
+    Ok(Some(labels.map(|labels| Labelled {
+        item: idx,
+        samples: crate::dataset::samples(&labels, a.row_ptr()),
+        row_ptr: a.row_ptr().to_vec(),
+        labels,
+    })))
+}

@@ -1,0 +1,115 @@
+//! What the report sets beside our times: cuSPARSE's figures (the CSV written by
+//! `bench/cusparse_bench.py`) and the copy-bandwidth bound of each matrix.
+
+use crate::evaluate::EvalRow;
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::path::Path;
+use store::Precision;
+
+/// cuSPARSE times by (matrix name, precision): (`cusparseSpMV` ms, CuPy `A @ x` ms).
+#[derive(Debug, Default, Clone)]
+pub struct CusparseTable(pub HashMap<(String, String), (f64, f64)>);
+
+impl CusparseTable {
+    /// Reads the CSV of `bench/cusparse_bench.py` (columns `matrix`, `precision`,
+    /// `ms_cupy`, `ms_spmv_raw`; others ignored). Empty cells read as unknown.
+    pub fn load(path: &Path) -> Result<CusparseTable> {
+        let mut r = csv::Reader::from_path(path)
+            .with_context(|| format!("reading cuSPARSE figures {}", path.display()))?;
+        let h = r.headers()?.clone();
+        let col = |name: &str| {
+            h.iter()
+                .position(|c| c == name)
+                .with_context(|| format!("{} has no column '{name}'", path.display()))
+        };
+        let (mi, pi, ci, ri) = (
+            col("matrix")?,
+            col("precision")?,
+            col("ms_cupy")?,
+            col("ms_spmv_raw")?,
+        );
+        let num = |s: Option<&str>| {
+            s.and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        let mut t = HashMap::new();
+        for rec in r.records() {
+            let rec = rec?;
+            let key = (
+                rec.get(mi).unwrap_or("").to_string(),
+                rec.get(pi).unwrap_or("").to_string(),
+            );
+            t.insert(key, (num(rec.get(ri)), num(rec.get(ci))));
+        }
+        Ok(CusparseTable(t))
+    }
+
+    /// The figures of a matrix in a precision.
+    pub fn get(&self, matrix: &str, precision: Precision) -> Option<(f64, f64)> {
+        self.0
+            .get(&(matrix.to_string(), precision.as_str().to_string()))
+            .copied()
+    }
+}
+
+/// The copy-bandwidth bound of one SpMV in ms: the minimum bytes moved (matrix
+/// arrays read once, x read once, y written once) at `copy_gbps`.
+pub fn bound_ms(
+    nrows: usize,
+    ncols: usize,
+    nnz: usize,
+    precision: Precision,
+    copy_gbps: f64,
+) -> f64 {
+    let value_bytes = match precision {
+        Precision::F32 => 4,
+        Precision::F64 => 8,
+    };
+    let bytes = engine::min_bytes(nrows, ncols, nnz, value_bytes) as f64;
+    bytes / (copy_gbps * 1e9) * 1e3
+}
+
+/// Fills the bound and cuSPARSE columns of evaluated rows.
+pub fn annotate(
+    rows: &mut [EvalRow],
+    precision: Precision,
+    copy_gbps: Option<f64>,
+    cusparse: Option<&CusparseTable>,
+) {
+    for r in rows {
+        if let Some(bw) = copy_gbps.filter(|b| *b > 0.0) {
+            r.bound_ms = bound_ms(r.nrows, r.ncols, r.nnz, precision, bw);
+        }
+        if let Some((raw, cupy)) = cusparse.and_then(|t| t.get(&r.matrix, precision)) {
+            r.cusparse_ms = raw;
+            r.cusparse_cupy_ms = cupy;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_benchmark_csv_and_bounds_scale_with_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.csv");
+        std::fs::write(
+            &p,
+            "matrix,precision,nnz,ms_cupy,ms_spmv_raw,gbps\nHB__can_229,f64,1777,0.02,0.01,3.5\nx,f32,5,,0.5,\n",
+        )
+        .unwrap();
+        let t = CusparseTable::load(&p).unwrap();
+        assert_eq!(t.get("HB__can_229", Precision::F64), Some((0.01, 0.02)));
+        assert!(t.get("HB__can_229", Precision::F32).is_none());
+        let (raw, cupy) = t.get("x", Precision::F32).unwrap();
+        assert_eq!(raw, 0.5);
+        assert!(cupy.is_nan());
+        let b32 = bound_ms(1000, 1000, 10_000, Precision::F32, 100.0);
+        let b64 = bound_ms(1000, 1000, 10_000, Precision::F64, 100.0);
+        assert!(b32 > 0.0 && b64 > b32);
+        assert!((bound_ms(1000, 1000, 10_000, Precision::F64, 50.0) / b64 - 2.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,147 @@
+//! `trainer fit --from-db` end to end through the binary: label a tiny corpus on
+//! the OpenCL device into a fresh database, then fit and evaluate from that
+//! database alone (no device is opened), for the device the database names, and
+//! check the model files and the report with its cuSPARSE and bound columns.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn device_required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("SPMV_REQUIRE_DEVICE").is_ok_and(|v| v == "1")
+}
+
+fn trainer(args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("SPMV_DEVICE")
+        .output()
+        .expect("trainer runs");
+    eprintln!(
+        "trainer {}:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
+    if let Err(e) = engine::Engine::new(None) {
+        assert!(!device_required(), "an OpenCL device is required here: {e}");
+        eprintln!("SKIP: no OpenCL device ({e})");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let manifest_dir = dir.path().join("training-data");
+    std::fs::create_dir_all(&manifest_dir).unwrap();
+    let manifest = manifest_dir.join("manifest.json");
+    std::fs::write(
+        &manifest,
+        serde_json::json!({
+            "description": "fit-from-db test corpus",
+            "real_dir": repo().join("crates/sparse/tests/data"),
+            "real_fallback_dir": repo().join("crates/sparse/tests/data"),
+            "stats_file": repo().join("training-data/uf_stats.csv"),
+            "standins": 0,
+            "standin_nnz_budget": 1000,
+            "generator_nnz": [],
+            "seed": 42
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let db = dir.path().join("campaign.db").display().to_string();
+    let m = manifest.display().to_string();
+    let quick = ["--min-reps", "2", "--max-reps", "3"];
+    let mut args = vec!["label", "--manifest", &m, "--database", &db];
+    args.extend(quick);
+    assert!(trainer(&args).status.success(), "labelling failed");
+
+    // The database alone decides: read its device name as the lead would.
+    let store = store::Store::connect(Some(&db)).await.unwrap();
+    let devices = store.list_devices().await.unwrap();
+    assert_eq!(devices.len(), 1);
+    let name = devices[0].record.name.clone();
+    store.close().await;
+
+    let models = dir.path().join("models");
+    let report = dir.path().join("report");
+    let cusparse = dir.path().join("cusparse.csv");
+    std::fs::write(
+        &cusparse,
+        "matrix,precision,nnz,ms_cupy,ms_spmv_raw,gbps\nHB__can_229,f64,1777,0.5,0.25,1.0\nHB__can_229,f32,1777,0.4,0.2,1.0\n",
+    )
+    .unwrap();
+    let (md, rd, cd) = (
+        models.display().to_string(),
+        report.display().to_string(),
+        cusparse.display().to_string(),
+    );
+    let out = trainer(&[
+        "fit",
+        "--from-db",
+        &db,
+        "--device-name",
+        &name,
+        "--manifest",
+        &m,
+        "--models-dir",
+        &md,
+        "--out",
+        &rd,
+        "--cusparse",
+        &cd,
+        // A device that does not exist: fit must not open one.
+        "--device",
+        "no such device anywhere",
+    ]);
+    assert!(out.status.success(), "fit --from-db failed");
+    for p in ["f32", "f64"] {
+        let file = models.join(trainer::pipeline::model_file_name(
+            &name,
+            p.parse().unwrap(),
+        ));
+        let model = selector::Model::load(&file).unwrap();
+        assert_eq!(model.card.device, name);
+        assert_eq!(model.card.precision, p);
+        for f in [
+            format!("evaluation_{p}_all.csv"),
+            format!("report_{p}_all.md"),
+            format!("fig6_{p}_all.svg"),
+            format!("fig8_{p}_all.svg"),
+        ] {
+            assert!(report.join(&f).exists(), "{f}");
+        }
+        let csv = std::fs::read_to_string(report.join(format!("evaluation_{p}_all.csv"))).unwrap();
+        let header = csv.lines().next().unwrap();
+        for col in [
+            "cusparse_ms",
+            "bound_ms",
+            "timing",
+            "csr_adaptive_ms",
+            "oracle_ms",
+        ] {
+            assert!(header.split(',').any(|c| c == col), "{col} in {header}");
+        }
+        assert!(csv.lines().skip(1).all(|l| l.ends_with(",stored")), "{csv}");
+    }
+    // A device name the database does not hold is refused, with the names it holds.
+    let bad = trainer(&[
+        "fit",
+        "--from-db",
+        &db,
+        "--device-name",
+        "GPU that was never here",
+        "--manifest",
+        &m,
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains(&name));
+}

@@ -94,6 +94,13 @@ pub enum ApiError {
         "no OpenCL device is available ({0}); POST /predict still works, /spmv needs a device"
     )]
     NoDevice(String),
+    /// The device failed while serving the request (an OpenCL error); the
+    /// request can be retried (503 with the reason).
+    #[error("the OpenCL device failed: {0}; retry the request")]
+    DeviceFault(String),
+    /// The readiness probe failed (503, with the reason).
+    #[error("not ready: {0}")]
+    NotReady(String),
     /// No API key, or one that is not configured (401).
     #[error("{0}")]
     Unauthorized(String),
@@ -130,7 +137,9 @@ impl ApiError {
             DeviceMemory { .. } => StatusCode::INSUFFICIENT_STORAGE,
             BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            QueueFull { .. } | NoDevice(_) | Deadline { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            QueueFull { .. } | NoDevice(_) | Deadline { .. } | DeviceFault(_) | NotReady(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -157,6 +166,8 @@ impl ApiError {
             NoDevice(_) => "no_device",
             BodyTimeout(_) => "body_timeout",
             Unauthorized(_) => "unauthorized",
+            DeviceFault(_) => "device_error",
+            NotReady(_) => "not_ready",
             Deadline { .. } => "deadline",
             Internal(_) => "internal",
         }
@@ -230,6 +241,7 @@ impl From<engine::EngineError> for ApiError {
                 found: got,
             },
             E::NoPlatform(_) | E::NoDevice { .. } => ApiError::NoDevice(e.to_string()),
+            E::OpenCl(reason) => ApiError::DeviceFault(reason),
             other => ApiError::Internal(format!("engine: {other}")),
         }
     }
@@ -250,11 +262,15 @@ impl IntoResponse for ApiError {
         }
         let body = serde_json::json!({ "error": { "code": self.code(), "message": message } });
         let mut resp = (status, axum::Json(body)).into_response();
-        if let ApiError::QueueFull { retry_after_s, .. }
-        | ApiError::Deadline { retry_after_s, .. } = self
-        {
+        let retry_after = match self {
+            ApiError::QueueFull { retry_after_s, .. }
+            | ApiError::Deadline { retry_after_s, .. } => Some(retry_after_s),
+            ApiError::DeviceFault(_) => Some(1),
+            _ => None,
+        };
+        if let Some(s) = retry_after {
             resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         resp
     }

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod planner;
 pub mod queue;
+pub mod ready;
 pub mod request_log;
 pub mod routes;
 pub mod serve;
@@ -47,6 +48,7 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/spmv", post(routes::spmv))
         .route("/healthz", get(routes::healthz))
+        .route("/readyz", get(ready::readyz))
         .route("/device", get(routes::device))
         .route("/models", get(routes::models))
         .route("/metrics", get(routes::metrics))

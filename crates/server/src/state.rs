@@ -264,6 +264,7 @@ struct Inner {
     log: Option<RequestLog>,
     keys: crate::auth::Keys,
     id_secret: [u8; 32],
+    probe: crate::ready::ProbeCache,
     metrics: Arc<Metrics>,
     started: Instant,
 }
@@ -293,6 +294,7 @@ impl AppState {
         AppState(Arc::new(Inner {
             keys,
             id_secret,
+            probe: Default::default(),
             limits: Limits::from(&config),
             cache: Mutex::new(ByteLru::new(config.cache_bytes)),
             device,
@@ -390,6 +392,11 @@ impl AppState {
             queue_depth: self.0.queue.depth(),
             device_up: self.0.device.engine.is_some(),
         }
+    }
+
+    /// The readiness probe's last outcome.
+    pub fn probe_cache(&self) -> &crate::ready::ProbeCache {
+        &self.0.probe
     }
 
     /// The configured API keys.

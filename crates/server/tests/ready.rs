@@ -1,0 +1,69 @@
+//! `/readyz` runs a real SpMV on the device; `/healthz` only says the process
+//! is alive. Device errors are retryable 503s with the reason.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+#[tokio::test]
+async fn readyz_probes_the_device_and_keeps_the_outcome_briefly() {
+    if !have_device("readyz_probes_the_device") {
+        return;
+    }
+    let (app, state) = test_app(&[]).await;
+    let r = send(&app, get("/readyz")).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["status"], "ready");
+    assert_eq!(v["device"], state.device().name().unwrap());
+    assert!(v["probe_ms"].as_f64().unwrap() > 0.0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let again = send(&app, get("/readyz")).await.json();
+    assert_eq!(
+        again["probe_ms"], v["probe_ms"],
+        "the kept outcome is answered"
+    );
+    assert!(again["age_ms"].as_f64().unwrap() >= 20.0);
+}
+
+#[tokio::test]
+async fn readyz_is_503_without_a_device_while_healthz_is_200() {
+    let (app, _) = test_app(&["--no-device"]).await;
+    let r = send(&app, get("/readyz")).await;
+    assert_eq!(r.status, 503);
+    let (code, msg) = r.error();
+    assert_eq!(code, "not_ready");
+    assert!(msg.contains("no OpenCL device"), "{msg}");
+    assert_eq!(send(&app, get("/healthz")).await.status, 200);
+}
+
+#[tokio::test]
+async fn readyz_is_503_when_the_device_queue_is_full() {
+    if !have_device("readyz_queue_full") {
+        return;
+    }
+    let (app, state) = test_app(&["--queue-depth", "1"]).await;
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let q = state.clone();
+    let busy = tokio::spawn(async move { q.queue().run(move |_| wait.recv().ok()).await });
+    while state.queue().in_flight() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let r = send(&app, get("/readyz")).await;
+    assert_eq!(r.status, 503);
+    assert!(r.error().1.contains("queue is full"), "{:?}", r.error());
+    release.send(()).unwrap();
+    busy.await.unwrap().unwrap();
+}
+
+#[test]
+fn an_opencl_error_is_a_retryable_503_with_its_reason() {
+    use axum::response::IntoResponse;
+    let e: server::ApiError = engine::EngineError::OpenCl("CL_OUT_OF_RESOURCES".into()).into();
+    assert_eq!(e.code(), "device_error");
+    assert!(e.to_string().contains("CL_OUT_OF_RESOURCES"));
+    let resp = e.into_response();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(resp.headers()["retry-after"], "1");
+}

@@ -71,7 +71,7 @@ pub async fn readyz(State(s): State<AppState>) -> Response {
         None => {
             let device = s.device().name().unwrap_or("").to_string();
             let outcome = s
-                .on_device(move |e| probe(e))
+                .on_device(probe)
                 .await
                 .map(|probe_ms| Ready {
                     status: "ready",

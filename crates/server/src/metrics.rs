@@ -1,78 +1,47 @@
-//! Prometheus metrics in the text exposition format, kept by hand: request
-//! counts by route, method and status, latency histograms by route, device
-//! kernel and end-to-end time histograms, and gauges for the cache and queue.
+//! The service's metrics, through `prometheus-client` and exposed at /metrics
+//! in the OpenMetrics text format: request counts by route, method and status;
+//! histograms of request latency by route, of the time device jobs wait in the
+//! queue, and of kernel and device end-to-end time by precision; counters of
+//! shed and failed work; gauges for the cache and the queue.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
 
-/// Upper bounds (seconds) of the histogram buckets.
-const BUCKETS: [f64; 17] = [
-    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0,
-];
+/// The content type of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-#[derive(Default, Clone)]
-struct Histogram {
-    counts: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
+type Labels = Vec<(&'static str, String)>;
+
+/// Buckets from 20 us to about 10 s, a factor of 2.5 apart (15 buckets).
+fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(2e-5, 2.5, 15))
 }
 
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if seconds <= *b {
-                self.counts[i] += 1;
-            }
-        }
-        self.count += 1;
-        self.sum += seconds;
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
-                self.counts[i]
-            );
-        }
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {}",
-            self.count
-        );
-        let braces = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
-    }
-}
-
-#[derive(Default)]
-struct Inner {
-    requests: BTreeMap<(String, String, u16), u64>,
-    latency: BTreeMap<String, Histogram>,
-    kernel: BTreeMap<String, Histogram>,
-    device_e2e: BTreeMap<String, Histogram>,
-    rejected_full: u64,
-    log_failures: u64,
-    log_dropped: u64,
-    deadline_exceeded: u64,
-}
-
-/// The service's counters and histograms.
-#[derive(Default)]
+/// The service's counters, histograms and gauges.
 pub struct Metrics {
-    inner: Mutex<Inner>,
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, fn() -> Histogram>,
+    queue_wait: Histogram,
+    kernel: Family<Labels, Histogram, fn() -> Histogram>,
+    device_e2e: Family<Labels, Histogram, fn() -> Histogram>,
+    rejected_full: Counter,
+    deadline: Counter,
+    log_failures: Counter,
+    log_dropped: Counter,
+    cache_bytes: Gauge,
+    cache_capacity: Gauge,
+    cache_entries: Gauge,
+    queue_in_flight: Gauge,
+    queue_depth: Gauge,
+    device_up: Gauge,
 }
 
-/// Point-in-time values rendered as gauges.
+/// Point-in-time values exposed as gauges.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Gauges {
     /// Bytes held by the matrix cache.
@@ -89,171 +58,172 @@ pub struct Gauges {
     pub device_up: bool,
 }
 
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+impl Default for Metrics {
+    fn default() -> Self {
+        let histogram = seconds_histogram as fn() -> Histogram;
+        let mut m = Metrics {
+            registry: Registry::with_prefix("spmv"),
+            requests: Family::default(),
+            latency: Family::new_with_constructor(histogram),
+            queue_wait: seconds_histogram(),
+            kernel: Family::new_with_constructor(histogram),
+            device_e2e: Family::new_with_constructor(histogram),
+            rejected_full: Counter::default(),
+            deadline: Counter::default(),
+            log_failures: Counter::default(),
+            log_dropped: Counter::default(),
+            cache_bytes: Gauge::default(),
+            cache_capacity: Gauge::default(),
+            cache_entries: Gauge::default(),
+            queue_in_flight: Gauge::default(),
+            queue_depth: Gauge::default(),
+            device_up: Gauge::default(),
+        };
+        m.register_all();
+        m
+    }
 }
 
 impl Metrics {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding this lock cannot leave counters inconsistent in a
-        // way that matters, so a poisoned lock is simply used.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn register_all(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "http_requests",
+            "HTTP requests by route, method and status",
+            self.requests.clone(),
+        );
+        r.register(
+            "http_request_duration_seconds",
+            "Request latency inside the server, by route",
+            self.latency.clone(),
+        );
+        r.register(
+            "queue_wait_seconds",
+            "Time a device job waited in the queue before it started",
+            self.queue_wait.clone(),
+        );
+        r.register(
+            "kernel_seconds",
+            "Device kernel time of one SpMV (OpenCL events), by precision",
+            self.kernel.clone(),
+        );
+        r.register(
+            "device_e2e_seconds",
+            "Device end-to-end time of one SpMV (x upload, kernels, y download), by precision",
+            self.device_e2e.clone(),
+        );
+        r.register(
+            "queue_rejected",
+            "Requests answered 503 because the device queue was full",
+            self.rejected_full.clone(),
+        );
+        r.register(
+            "deadline_exceeded",
+            "Requests answered 503 because they passed the per-request deadline",
+            self.deadline.clone(),
+        );
+        r.register(
+            "request_log_failures",
+            "Requests that could not be written to the results database",
+            self.log_failures.clone(),
+        );
+        r.register(
+            "request_log_dropped",
+            "Request-log entries dropped because the writer's queue was full",
+            self.log_dropped.clone(),
+        );
+        r.register(
+            "cache_bytes",
+            "Bytes held by the matrix cache (host and device)",
+            self.cache_bytes.clone(),
+        );
+        r.register(
+            "cache_capacity_bytes",
+            "Capacity of the matrix cache",
+            self.cache_capacity.clone(),
+        );
+        r.register(
+            "cache_entries",
+            "Matrices in the cache",
+            self.cache_entries.clone(),
+        );
+        r.register(
+            "queue_in_flight",
+            "Device jobs admitted and not finished",
+            self.queue_in_flight.clone(),
+        );
+        r.register(
+            "queue_depth",
+            "Device jobs admitted at most",
+            self.queue_depth.clone(),
+        );
+        r.register(
+            "device_up",
+            "1 when an OpenCL device is in use",
+            self.device_up.clone(),
+        );
     }
 
     /// Counts one finished request.
     pub fn request(&self, route: &str, method: &str, status: u16, seconds: f64) {
-        let mut m = self.lock();
-        *m.requests
-            .entry((route.to_string(), method.to_string(), status))
-            .or_default() += 1;
-        m.latency
-            .entry(route.to_string())
-            .or_default()
+        self.requests
+            .get_or_create(&vec![
+                ("route", route.to_string()),
+                ("method", method.to_string()),
+                ("status", status.to_string()),
+            ])
+            .inc();
+        self.latency
+            .get_or_create(&vec![("route", route.to_string())])
             .observe(seconds);
+    }
+
+    /// Records how long a device job waited before it started.
+    pub fn queue_wait(&self, seconds: f64) {
+        self.queue_wait.observe(seconds);
     }
 
     /// Records one SpMV's device kernel time and device end-to-end time.
     pub fn spmv(&self, precision: &str, kernel_s: f64, e2e_s: f64) {
-        let mut m = self.lock();
-        m.kernel
-            .entry(precision.to_string())
-            .or_default()
-            .observe(kernel_s);
-        m.device_e2e
-            .entry(precision.to_string())
-            .or_default()
-            .observe(e2e_s);
+        let l = vec![("precision", precision.to_string())];
+        self.kernel.get_or_create(&l).observe(kernel_s);
+        self.device_e2e.get_or_create(&l).observe(e2e_s);
     }
 
     /// Counts a request turned away because the device queue was full.
     pub fn queue_full(&self) {
-        self.lock().rejected_full += 1;
+        self.rejected_full.inc();
     }
 
     /// Counts a request that could not be written to the results database.
     pub fn log_failure(&self) {
-        self.lock().log_failures += 1;
+        self.log_failures.inc();
     }
 
     /// Counts a request answered 503 because it passed its deadline.
     pub fn deadline_exceeded(&self) {
-        self.lock().deadline_exceeded += 1;
+        self.deadline.inc();
     }
 
     /// Counts a request-log entry dropped because the log's queue was full.
     pub fn log_dropped(&self) {
-        self.lock().log_dropped += 1;
+        self.log_dropped.inc();
     }
 
-    /// The exposition text.
+    /// The exposition text, with the gauges set to `g` first.
     pub fn render(&self, g: Gauges) -> String {
-        let m = self.lock();
+        let set = |gauge: &Gauge<i64, std::sync::atomic::AtomicI64>, v: usize| {
+            gauge.set(i64::try_from(v).unwrap_or(i64::MAX));
+        };
+        set(&self.cache_bytes, g.cache_bytes);
+        set(&self.cache_capacity, g.cache_capacity);
+        set(&self.cache_entries, g.cache_entries);
+        set(&self.queue_in_flight, g.queue_in_flight);
+        set(&self.queue_depth, g.queue_depth);
+        set(&self.device_up, usize::from(g.device_up));
         let mut out = String::new();
-        out.push_str(
-            "# HELP spmv_http_requests_total HTTP requests by route, method and status.\n",
-        );
-        out.push_str("# TYPE spmv_http_requests_total counter\n");
-        for ((route, method, status), n) in &m.requests {
-            let _ = writeln!(
-                out,
-                "spmv_http_requests_total{{route=\"{}\",method=\"{}\",status=\"{status}\"}} {n}",
-                escape(route),
-                escape(method)
-            );
-        }
-        out.push_str("# HELP spmv_http_request_duration_seconds Request latency by route.\n");
-        out.push_str("# TYPE spmv_http_request_duration_seconds histogram\n");
-        for (route, h) in &m.latency {
-            h.render(
-                &mut out,
-                "spmv_http_request_duration_seconds",
-                &format!("route=\"{}\"", escape(route)),
-            );
-        }
-        out.push_str("# HELP spmv_kernel_seconds Device kernel time of one SpMV (OpenCL events), by precision.\n");
-        out.push_str("# TYPE spmv_kernel_seconds histogram\n");
-        for (p, h) in &m.kernel {
-            h.render(
-                &mut out,
-                "spmv_kernel_seconds",
-                &format!("precision=\"{p}\""),
-            );
-        }
-        out.push_str("# HELP spmv_device_e2e_seconds Device end-to-end time of one SpMV (x upload, kernels, y download).\n");
-        out.push_str("# TYPE spmv_device_e2e_seconds histogram\n");
-        for (p, h) in &m.device_e2e {
-            h.render(
-                &mut out,
-                "spmv_device_e2e_seconds",
-                &format!("precision=\"{p}\""),
-            );
-        }
-        let gauges: [(&str, &str, &str, f64); 6] = [
-            (
-                "spmv_cache_bytes",
-                "gauge",
-                "Bytes held by the matrix cache (host and device).",
-                g.cache_bytes as f64,
-            ),
-            (
-                "spmv_cache_capacity_bytes",
-                "gauge",
-                "Capacity of the matrix cache.",
-                g.cache_capacity as f64,
-            ),
-            (
-                "spmv_cache_entries",
-                "gauge",
-                "Matrices in the cache.",
-                g.cache_entries as f64,
-            ),
-            (
-                "spmv_queue_in_flight",
-                "gauge",
-                "Device jobs admitted and not finished.",
-                g.queue_in_flight as f64,
-            ),
-            (
-                "spmv_queue_depth",
-                "gauge",
-                "Device jobs admitted at most.",
-                g.queue_depth as f64,
-            ),
-            (
-                "spmv_device_up",
-                "gauge",
-                "1 when an OpenCL device is in use.",
-                if g.device_up { 1.0 } else { 0.0 },
-            ),
-        ];
-        for (name, kind, help, v) in gauges {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP spmv_queue_rejected_total Requests answered 503 because the device queue was full.\n# TYPE spmv_queue_rejected_total counter\nspmv_queue_rejected_total {}",
-            m.rejected_full
-        );
-        let _ = writeln!(
-            out,
-            "# HELP spmv_request_log_failures_total Requests that could not be written to the results database.\n# TYPE spmv_request_log_failures_total counter\nspmv_request_log_failures_total {}",
-            m.log_failures
-        );
-        let _ = writeln!(
-            out,
-            "# HELP spmv_request_log_dropped_total Request-log entries dropped because the writer's queue was full.\n# TYPE spmv_request_log_dropped_total counter\nspmv_request_log_dropped_total {}",
-            m.log_dropped
-        );
-        let _ = writeln!(
-            out,
-            "# HELP spmv_deadline_exceeded_total Requests answered 503 because they passed the per-request deadline.\n# TYPE spmv_deadline_exceeded_total counter\nspmv_deadline_exceeded_total {}",
-            m.deadline_exceeded
-        );
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
         out
     }
 }
@@ -272,15 +242,21 @@ mod tests {
             cache_bytes: 42,
             ..Default::default()
         });
-        assert!(t.contains(
-            "spmv_http_requests_total{route=\"/spmv\",method=\"POST\",status=\"200\"} 2"
-        ));
         assert!(
-            t.contains("spmv_http_request_duration_seconds_bucket{route=\"/spmv\",le=\"0.005\"} 2")
+            t.contains(
+                "spmv_http_requests_total{route=\"/spmv\",method=\"POST\",status=\"200\"} 2"
+            ),
+            "{t}"
         );
         assert!(
-            t.contains("spmv_http_request_duration_seconds_bucket{route=\"/spmv\",le=\"+Inf\"} 3")
+            t.contains("spmv_http_request_duration_seconds_count{route=\"/spmv\"} 3"),
+            "{t}"
         );
-        assert!(t.contains("spmv_cache_bytes 42"));
+        assert!(
+            t.contains("spmv_http_request_duration_seconds_bucket{le=\"+Inf\",route=\"/spmv\"} 3"),
+            "{t}"
+        );
+        assert!(t.contains("spmv_cache_bytes 42"), "{t}");
+        assert!(t.ends_with("# EOF\n"), "{t}");
     }
 }

@@ -157,7 +157,7 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
         )],
         text,
     )

@@ -454,7 +454,12 @@ impl AppState {
         f: impl FnOnce(&Engine) -> Result<R, ApiError> + Send + 'static,
     ) -> Result<R, ApiError> {
         let engine = self.0.device.require()?;
-        match self.0.queue.run(move |_| f(&engine)).await {
+        let (admitted, metrics) = (Instant::now(), self.0.metrics.clone());
+        let job = move |_: &mut ()| {
+            metrics.queue_wait(admitted.elapsed().as_secs_f64());
+            f(&engine)
+        };
+        match self.0.queue.run(job).await {
             Ok(r) => r,
             Err(e) => {
                 if matches!(e, ApiError::QueueFull { .. }) {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_parse;
+mod engine_args;
 mod info;
 mod predict;
 mod run;

@@ -96,7 +96,7 @@ impl BuildCtx<'_> {
             &src,
             &opts,
         );
-        if let Some(prog) = self.from_cache(&key, &opts) {
+        if let Some(prog) = self.load_cached(&key, &opts) {
             return self.finish(prog, path);
         }
         let prog = Program::builder()
@@ -119,7 +119,7 @@ impl BuildCtx<'_> {
         self.finish(prog, path)
     }
 
-    fn from_cache(&self, key: &str, opts: &str) -> Option<Program> {
+    fn load_cached(&self, key: &str, opts: &str) -> Option<Program> {
         let cache = self.cache?;
         let bin = match cache.load(key) {
             Lookup::Found(b) => b,

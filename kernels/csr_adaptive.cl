@@ -7,7 +7,8 @@
 //    the block's nonzeros are staged in local memory with coalesced loads, then
 //    reduced per row: by one work-item per row (scalar reduction) when the block
 //    has more rows than ADAPTIVE_WG / 2, else by a power-of-two group of work-items
-//    per row followed by a logarithmic reduction (paper 003, Figure 3).
+//    per row followed by a logarithmic reduction (paper 003, Figure 3; group_sum
+//    in prelude.cl: barriers, or warp shuffles).
 //  * CSR-Vector (fewer rows): the whole work-group sums each row in turn.
 //  * CSR-VectorL (a row longer than NNZ_PER_WG * NNZ_MULTIPLIER, split over
 //    several blocks): each block writes its partial sum to `partials[slot]`.
@@ -32,12 +33,16 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(ADAPTIVE_WG, 1, 1)))
-void spmv_csr_adaptive(__global const uint4* blocks, __global const uint* slots,
-                       __global const uint* row_ptr, __global const uint* col_idx,
-                       __global const value_t* vals, __global const value_t* x,
-                       __global value_t* y, __global value_t* partials) {
+void spmv_csr_adaptive(__global const uint4* restrict blocks,
+                       __global const uint* restrict slots,
+                       __global const uint* restrict row_ptr,
+                       __global const uint* restrict col_idx,
+                       __global const value_t* restrict vals,
+                       __global const value_t* restrict x,
+                       __global value_t* restrict y, __global value_t* restrict partials) {
     __local value_t lds[NNZ_PER_WG];
     __local value_t red[ADAPTIVE_WG];
+    SHFL_SCRATCH(ADAPTIVE_WG);
     const uint lid = get_local_id(0);
     const uint4 b = blocks[get_group_id(0)];
     const uint row_start = b.x, row_end = b.y, k_start = b.z, k_end = b.w;
@@ -67,13 +72,9 @@ void spmv_csr_adaptive(__global const uint4* blocks, __global const uint* slots,
                 const uint e = row_ptr[r + 1] - k_start;
                 for (uint j = row_ptr[r] - k_start + lane; j < e; j += tpr) s += lds[j];
             }
-            red[lid] = s;
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (uint off = tpr / 2; off > 0; off >>= 1) {
-                if (lane < off) red[lid] += red[lid + off];
-                barrier(CLK_LOCAL_MEM_FENCE);
-            }
-            if (lane == 0 && r < row_end) y[r] = red[lid];
+            // tpr is the same for the whole work-group: every work-item calls it.
+            s = group_sum(s, tpr, red, shfl_scratch);
+            if (lane == 0 && r < row_end) y[r] = s;
         }
     } else {
         // CSR-Vector over each row of the block (usually one), or CSR-VectorL
@@ -83,16 +84,12 @@ void spmv_csr_adaptive(__global const uint4* blocks, __global const uint* slots,
             const uint e0 = slot == NONE ? row_ptr[r + 1] : k_end;
             value_t s = 0;
             for (uint k = s0 + lid; k < e0; k += ADAPTIVE_WG) s += vals[k] * x[col_idx[k]];
-            red[lid] = s;
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (uint off = ADAPTIVE_WG / 2; off > 0; off >>= 1) {
-                if (lid < off) red[lid] += red[lid + off];
-                barrier(CLK_LOCAL_MEM_FENCE);
-            }
+            s = group_sum(s, ADAPTIVE_WG, red, shfl_scratch);
             if (lid == 0) {
-                if (slot == NONE) y[r] = red[0];
-                else partials[slot] = red[0];
+                if (slot == NONE) y[r] = s;
+                else partials[slot] = s;
             }
+            // `red` is reused by the next row.
             barrier(CLK_LOCAL_MEM_FENCE);
         }
     }
@@ -100,10 +97,10 @@ void spmv_csr_adaptive(__global const uint4* blocks, __global const uint* slots,
 
 // Second pass of CSR-VectorL: y[long_rows[i]] = sum of partials[long_ptr[i] ..
 // long_ptr[i + 1]], in order.
-__kernel void spmv_csr_adaptive_long_rows(const uint n, __global const uint* long_rows,
-                                          __global const uint* long_ptr,
-                                          __global const value_t* partials,
-                                          __global value_t* y) {
+__kernel void spmv_csr_adaptive_long_rows(const uint n, __global const uint* restrict long_rows,
+                                          __global const uint* restrict long_ptr,
+                                          __global const value_t* restrict partials,
+                                          __global value_t* restrict y) {
     const uint i = get_global_id(0);
     if (i >= n) return;
     value_t s = 0;

@@ -22,7 +22,7 @@
 
 // Start of diagonal d on the merge path: i = rows finished before it (the
 // nonzero coordinate is d - i).
-inline uint merge_path_search(ulong d, uint n, uint nnz, __global const uint* list_ptr) {
+inline uint merge_path_search(ulong d, uint n, uint nnz, __global const uint* restrict list_ptr) {
     uint lo = d > nnz ? (uint)(d - nnz) : 0u;
     uint hi = (uint)min(d, (ulong)n);
     while (lo < hi) {
@@ -34,11 +34,15 @@ inline uint merge_path_search(ulong d, uint n, uint nnz, __global const uint* li
 }
 
 __kernel void spmv_merge_path(const uint n, const uint nnz, const uint use_list, const uint base,
-                              __global const uint* rows, __global const uint* list_ptr,
-                              __global const uint* row_ptr, __global const uint* col_idx,
-                              __global const value_t* vals, __global const value_t* x,
-                              __global value_t* y, const uint nchunks,
-                              __global uint* carry_row, __global value_t* carry_val) {
+                              __global const uint* restrict rows,
+                              __global const uint* restrict list_ptr,
+                              __global const uint* restrict row_ptr,
+                              __global const uint* restrict col_idx,
+                              __global const value_t* restrict vals,
+                              __global const value_t* restrict x,
+                              __global value_t* restrict y, const uint nchunks,
+                              __global uint* restrict carry_row,
+                              __global value_t* restrict carry_val) {
     const uint t = get_global_id(0);
     if (t >= nchunks) return;
     const ulong total = (ulong)n + nnz;
@@ -72,9 +76,10 @@ __kernel void spmv_merge_path(const uint n, const uint nnz, const uint use_list,
 }
 
 __kernel void spmv_merge_path_fixup(const uint nchunks, const uint use_list, const uint base,
-                                    __global const uint* rows,
-                                    __global const uint* carry_row,
-                                    __global const value_t* carry_val, __global value_t* y) {
+                                    __global const uint* restrict rows,
+                                    __global const uint* restrict carry_row,
+                                    __global const value_t* restrict carry_val,
+                                    __global value_t* restrict y) {
     const uint t = get_global_id(0);
     if (t >= nchunks) return;
     const uint i = carry_row[t];

@@ -2,10 +2,10 @@
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void spmv_serial(const uint n, const uint use_list, const uint base,
-                 __global const uint* rows,
-                 __global const uint* row_ptr, __global const uint* col_idx,
-                 __global const value_t* vals, __global const value_t* x,
-                 __global value_t* y) {
+                 __global const uint* restrict rows,
+                 __global const uint* restrict row_ptr, __global const uint* restrict col_idx,
+                 __global const value_t* restrict vals, __global const value_t* restrict x,
+                 __global value_t* restrict y) {
     const uint i = get_global_id(0);
     if (i >= n) return;
     const uint r = row_of(i, use_list, base, rows);

@@ -4,19 +4,20 @@
 //
 // Each lane sums the row's nonzeros lane, lane + X, ... (consecutive lanes read
 // consecutive nonzeros: coalesced on a GPU) in a register, then the X partial
-// sums are reduced in local memory by a tree. This keeps the paper's thread
-// mapping; the paper's local-memory staging of `factor * X` products per round
-// is replaced by register accumulation, which gives the same sum with fewer
-// barriers.
+// sums are reduced by group_sum (prelude.cl: a local-memory tree with barriers,
+// or warp shuffles). This keeps the paper's thread mapping; the paper's
+// local-memory staging of `factor * X` products per round is replaced by
+// register accumulation, which gives the same sum with fewer barriers.
 
-inline void subvector_body(const uint X, __local value_t* red,
+inline void subvector_body(const uint X, __local value_t* red, __local value_t* scr,
                            const uint n, const uint use_list, const uint base,
-                           __global const uint* rows,
-                           __global const uint* row_ptr, __global const uint* col_idx,
-                           __global const value_t* vals, __global const value_t* x,
-                           __global value_t* y) {
-    const uint lid = get_local_id(0);
-    const uint lane = lid & (X - 1);
+                           __global const uint* restrict rows,
+                           __global const uint* restrict row_ptr,
+                           __global const uint* restrict col_idx,
+                           __global const value_t* restrict vals,
+                           __global const value_t* restrict x,
+                           __global value_t* restrict y) {
+    const uint lane = get_local_id(0) & (X - 1);
     const uint i = get_global_id(0) / X;
     value_t sum = 0;
     uint r = 0;
@@ -25,24 +26,23 @@ inline void subvector_body(const uint X, __local value_t* red,
         const uint end = row_ptr[r + 1];
         for (uint k = row_ptr[r] + lane; k < end; k += X) sum += vals[k] * x[col_idx[k]];
     }
-    red[lid] = sum;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint off = X / 2; off > 0; off >>= 1) {
-        if (lane < off) red[lid] += red[lid + off];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (i < n && lane == 0) y[r] = red[lid];
+    sum = group_sum(sum, X, red, scr);
+    if (i < n && lane == 0) y[r] = sum;
 }
 
 #define SUBVECTOR_KERNEL(X)                                                              \
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))                            \
 void spmv_subvector##X(const uint n, const uint use_list, const uint base,               \
-                       __global const uint* rows,                                        \
-                       __global const uint* row_ptr, __global const uint* col_idx,       \
-                       __global const value_t* vals, __global const value_t* x,          \
-                       __global value_t* y) {                                            \
+                       __global const uint* restrict rows,                               \
+                       __global const uint* restrict row_ptr,                            \
+                       __global const uint* restrict col_idx,                            \
+                       __global const value_t* restrict vals,                            \
+                       __global const value_t* restrict x,                               \
+                       __global value_t* restrict y) {                                   \
     __local value_t red[WG_SIZE];                                                        \
-    subvector_body(X, red, n, use_list, base, rows, row_ptr, col_idx, vals, x, y);       \
+    SHFL_SCRATCH(WG_SIZE);                                                               \
+    subvector_body(X, red, shfl_scratch, n, use_list, base, rows, row_ptr, col_idx,      \
+                   vals, x, y);                                                          \
 }
 
 SUBVECTOR_KERNEL(2)

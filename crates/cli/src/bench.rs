@@ -39,8 +39,10 @@ pub struct Args {
     #[arg(long, default_value_t = 4000.0)]
     pub budget_ms: f64,
     /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
-    #[arg(long)]
+    #[arg(long, env = "SPMV_DEVICE")]
     pub device: Option<String>,
+    #[command(flatten)]
+    pub engine: crate::engine_args::EngineArgs,
     /// Size of each buffer of the copy-bandwidth kernel, MiB.
     #[arg(long, default_value_t = 256)]
     pub copy_mb: usize,
@@ -435,7 +437,7 @@ pub fn run(args: Args) -> Result<()> {
     if files.is_empty() && gens.is_empty() {
         bail!("nothing to benchmark: give matrix files, folders or --gen FAMILY:NNZ");
     }
-    let engine = Engine::new(args.device.as_deref())?;
+    let engine = Engine::with_config(&args.engine.config(args.device.as_deref()))?;
     let info = engine.info().clone();
     let bw = engine.copy_bandwidth(args.copy_mb << 20, 10)?;
     eprintln!(

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_parse;
 mod check;
+mod engine_args;
 mod info;
 mod predict;
 mod run;

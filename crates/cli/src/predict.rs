@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long, default_value = "f64", value_parser = ["f32", "f64"])]
     precision: String,
     /// OpenCL device whose model is wanted (default env SPMV_DEVICE, else the best device found).
-    #[arg(long)]
+    #[arg(long, env = "SPMV_DEVICE")]
     device: Option<String>,
     /// Print one JSON object instead of text.
     #[arg(long)]

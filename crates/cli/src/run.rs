@@ -36,8 +36,10 @@ pub struct Args {
     #[arg(long, default_value = "grouped", value_parser = ["grouped", "per_bin"])]
     pub mode: String,
     /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
-    #[arg(long)]
+    #[arg(long, env = "SPMV_DEVICE")]
     pub device: Option<String>,
+    #[command(flatten)]
+    pub engine: crate::engine_args::EngineArgs,
     /// Accept complex matrices by keeping the real part.
     #[arg(long)]
     pub real_part: bool,
@@ -160,7 +162,7 @@ pub fn run(args: Args) -> Result<()> {
         Some(p) => read_x(p, a.ncols())?,
         None => vec![1.0; a.ncols()],
     };
-    let e = Engine::new(args.device.as_deref())?;
+    let e = Engine::with_config(&args.engine.config(args.device.as_deref()))?;
     let (plan, what) = match plan_for(a.row_ptr(), kernel, scheme) {
         Some(p) => p,
         None => {

@@ -1,12 +1,14 @@
 //! Device discovery: GPUs first, then accelerators, then CPUs, optionally
-//! filtered by a platform or device name substring (`--device` / `SPMV_DEVICE`).
+//! filtered by a platform or device name substring (`--device` / `SPMV_DEVICE`,
+//! read by the binaries).
 
 use crate::error::{EngineError, Result};
 use ocl::enums::{DeviceInfo as Di, DeviceInfoResult as Dr, PlatformInfo as Pi};
 use ocl::flags::DeviceType;
 use ocl::{Device, Platform};
 
-/// Environment variable naming the device to use (platform or device name substring).
+/// Environment variable that binaries read for the device to use (platform or
+/// device name substring); the engine itself reads no environment.
 pub const DEVICE_ENV: &str = "SPMV_DEVICE";
 
 /// What the engine knows about its device.

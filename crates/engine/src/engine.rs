@@ -1,11 +1,14 @@
 //! The engine: one OpenCL device, its context and profiling queue, the kernel
-//! programs (built once per precision), uploads, plan preparation, execution
-//! and timing.
+//! programs (built once per precision, or loaded from the binary cache),
+//! uploads, plan preparation, execution and timing.
 
-use crate::device::{self, DeviceInfo, DEVICE_ENV};
+use crate::build::{BuildCtx, Built, Counters, ProgramStats};
+use crate::cache::ProgramCache;
+use crate::config::{EngineConfig, ReductionPath, WarpShuffle};
+use crate::device::{self, DeviceInfo};
 use crate::error::{EngineError, Result};
-use crate::kernels::{program_source, DeviceScalar, KernelParams, Precision, PARAMS_ENV};
-use crate::matrix::DeviceMatrix;
+use crate::kernels::{DeviceScalar, KernelParams, Precision};
+use crate::matrix::{DeviceMatrix, Staging};
 use crate::prepared::{bin_rows, build_steps, LaunchInfo, LaunchMode, PreparedPlan, RowSet};
 use ocl::enums::ProfilingInfo;
 use ocl::{Buffer, Context, Device, Event, Kernel, Program, Queue};
@@ -16,11 +19,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Kernel and end-to-end time of one SpMV.
+/// Kernel, transfer and end-to-end time of one SpMV.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Timings {
-    /// Sum of the kernels' OpenCL profiling times (end - start), nanoseconds.
+    /// Sum of the kernels' OpenCL profiling times (end - start), nanoseconds:
+    /// device time of the SpMV kernels only, no transfer and no host overhead.
     pub kernel_ns: u64,
+    /// Profiled time of the x upload (pinned host memory to device), nanoseconds.
+    pub upload_x_ns: u64,
+    /// Profiled time of the y download (device to pinned host memory), nanoseconds.
+    pub download_y_ns: u64,
     /// Wall clock of x upload + kernels + y download, nanoseconds.
     pub wall_ns: u64,
     /// Kernel enqueues.
@@ -31,6 +39,16 @@ impl Timings {
     /// Kernel time in milliseconds.
     pub fn kernel_ms(&self) -> f64 {
         self.kernel_ns as f64 * 1e-6
+    }
+
+    /// x upload time in milliseconds.
+    pub fn upload_x_ms(&self) -> f64 {
+        self.upload_x_ns as f64 * 1e-6
+    }
+
+    /// y download time in milliseconds.
+    pub fn download_y_ms(&self) -> f64 {
+        self.download_y_ns as f64 * 1e-6
     }
 
     /// End-to-end time in milliseconds.
@@ -107,8 +125,11 @@ pub struct Engine {
     device: Device,
     context: Context,
     queue: Queue,
-    programs: Mutex<HashMap<Precision, Program>>,
+    programs: Mutex<HashMap<Precision, Built>>,
     params: [KernelParams; 2],
+    warp_shuffle: WarpShuffle,
+    cache: Option<ProgramCache>,
+    counters: Counters,
     next_id: AtomicU64,
 }
 
@@ -126,6 +147,24 @@ fn read_only_copy<P: ocl::OclPrm>(q: &Queue, data: &[P]) -> Result<Buffer<P>> {
     })
 }
 
+/// A pinned (`CL_MEM_ALLOC_HOST_PTR`) host buffer of `len` values, mapped for
+/// the life of the matrix: transfers from and to it run at DMA speed on a GPU.
+fn pinned<T: DeviceScalar>(q: &Queue, len: usize) -> Result<(Buffer<T>, ocl::MemMap<T>)> {
+    let b = Buffer::<T>::builder()
+        .queue(q.clone())
+        .flags(ocl::flags::MEM_READ_WRITE | ocl::flags::MEM_ALLOC_HOST_PTR)
+        .len(len.max(1))
+        .build()?;
+    // SAFETY: the map is blocking and the buffer is only ever touched through
+    // this map (it is never a kernel argument nor a command's target).
+    let map = unsafe {
+        b.map()
+            .flags(ocl::flags::MAP_READ | ocl::flags::MAP_WRITE)
+            .enq()?
+    };
+    Ok((b, map))
+}
+
 fn event_ns(ev: &Event) -> Result<u64> {
     let s = ev.profiling_info(ProfilingInfo::Start)?.time()?;
     let e = ev.profiling_info(ProfilingInfo::End)?.time()?;
@@ -133,28 +172,34 @@ fn event_ns(ev: &Event) -> Result<u64> {
 }
 
 impl Engine {
-    /// Opens a device: the first matching `selector` (a case-insensitive substring
-    /// of "platform / device" name), else the one named by env `SPMV_DEVICE`, else
-    /// the best available (GPU, then accelerator, then CPU). Kernel parameters are
-    /// those of [`KernelParams::for_device`], overridable by env `SPMV_KERNEL_PARAMS`.
+    /// Opens a device with the default configuration: the first matching
+    /// `selector` (a case-insensitive substring of "platform / device" name), else
+    /// the best available (GPU, then accelerator, then CPU). See [`Engine::with_config`].
     pub fn new(selector: Option<&str>) -> Result<Engine> {
-        let env = std::env::var(DEVICE_ENV).ok();
-        let sel = selector.map(str::to_string).or(env);
-        let (platform, device, info) = device::select(sel.as_deref())?;
+        Engine::with_config(&EngineConfig {
+            device: selector.map(str::to_string),
+            ..EngineConfig::default()
+        })
+    }
+
+    /// Opens the device `cfg.device` selects (the best one when `None`). Kernel
+    /// parameters are those of [`KernelParams::for_device`] with
+    /// `cfg.kernel_params` applied; programs are built with the reduction path
+    /// `cfg.warp_shuffle` allows and cached in `cfg.cache_dir`.
+    pub fn with_config(cfg: &EngineConfig) -> Result<Engine> {
+        let (platform, device, info) = device::select(cfg.device.as_deref())?;
         let context = Context::builder()
             .platform(platform)
             .devices(device)
             .build()?;
         let queue = Queue::new(&context, device, Some(ocl::flags::QUEUE_PROFILING_ENABLE))?;
-        let mut params = [
-            KernelParams::for_device(Precision::F32, &info.kind),
-            KernelParams::for_device(Precision::F64, &info.kind),
-        ];
-        if let Ok(spec) = std::env::var(PARAMS_ENV) {
+        let mut params = [Precision::F32, Precision::F64]
+            .map(|p| KernelParams::for_device(p, &info.kind, info.max_work_group_size));
+        if let Some(spec) = &cfg.kernel_params {
             for p in params.iter_mut() {
                 *p = p
-                    .with_overrides(&spec)
-                    .map_err(|e| EngineError::InvalidPlan(format!("{PARAMS_ENV}: {e}")))?;
+                    .with_overrides(spec)
+                    .map_err(|e| EngineError::Config(format!("kernel parameters: {e}")))?;
             }
         }
         Ok(Engine {
@@ -164,6 +209,9 @@ impl Engine {
             queue,
             programs: Mutex::new(HashMap::new()),
             params,
+            warp_shuffle: cfg.warp_shuffle,
+            cache: cfg.cache_dir.as_deref().map(ProgramCache::new),
+            counters: Counters::default(),
             next_id: AtomicU64::new(1),
         })
     }
@@ -171,9 +219,7 @@ impl Engine {
     /// Replaces the kernel parameters of one precision (programs are rebuilt on
     /// next use; matrices uploaded before keep the old program).
     pub fn with_params(mut self, p: Precision, params: KernelParams) -> Result<Engine> {
-        params
-            .with_overrides("")
-            .map_err(EngineError::InvalidPlan)?;
+        params.with_overrides("").map_err(EngineError::Config)?;
         self.params[p as usize] = params;
         self.programs
             .get_mut()
@@ -192,30 +238,50 @@ impl Engine {
         self.params[p as usize]
     }
 
-    /// The kernel program for a precision, built on first use and cached.
+    /// The kernel program for a precision, built (or loaded from the binary
+    /// cache) on first use and kept.
     pub fn program(&self, p: Precision) -> Result<Program> {
+        Ok(self.built(p)?.program)
+    }
+
+    /// The reduction path of the program for a precision (builds it if needed).
+    pub fn reduction_path(&self, p: Precision) -> Result<ReductionPath> {
+        Ok(self.built(p)?.path)
+    }
+
+    /// The device's preferred work-group size multiple for the row kernels
+    /// (`CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE`; 32 on NVIDIA GPUs).
+    pub fn preferred_work_group_multiple(&self, p: Precision) -> Result<usize> {
+        Ok(self.built(p)?.preferred_multiple)
+    }
+
+    /// How this engine's programs were obtained: compiled, or loaded from the cache.
+    pub fn program_stats(&self) -> ProgramStats {
+        self.counters.snapshot()
+    }
+
+    fn built(&self, p: Precision) -> Result<Built> {
         if p == Precision::F64 && !self.info.fp64 {
             return Err(EngineError::UnsupportedPrecision {
                 device: self.info.name.clone(),
                 precision: p.name(),
             });
         }
-        let mut cache = self.programs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(prog) = cache.get(&p) {
-            return Ok(prog.clone());
+        let mut programs = self.programs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = programs.get(&p) {
+            return Ok(b.clone());
         }
-        let prog = Program::builder()
-            .src(program_source())
-            .devices(self.device)
-            .cmplr_opt(self.params(p).build_options(p))
-            .build(&self.context)
-            .map_err(|e| EngineError::BuildFailed {
-                device: self.info.name.clone(),
-                precision: p.name(),
-                log: e.to_string(),
-            })?;
-        cache.insert(p, prog.clone());
-        Ok(prog)
+        let ctx = BuildCtx {
+            context: &self.context,
+            device: self.device,
+            info: &self.info,
+            cache: self.cache.as_ref(),
+            counters: &self.counters,
+            setting: self.warp_shuffle,
+        };
+        let b = ctx.build(p, &self.params(p))?;
+        programs.insert(p, b.clone());
+        Ok(b)
     }
 
     fn check_alloc(&self, what: &str, bytes: u64) -> Result<()> {
@@ -273,6 +339,8 @@ impl Engine {
             .flags(ro)
             .len(1)
             .build()?;
+        let (x_pinned, x_map) = pinned::<T>(q, a.ncols())?;
+        let (y_pinned, y_map) = pinned::<T>(q, a.nrows())?;
         Ok(DeviceMatrix {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             nrows: a.nrows(),
@@ -286,7 +354,12 @@ impl Engine {
             y,
             dummy,
             program,
-            lock: Mutex::new(()),
+            staging: Mutex::new(Staging {
+                x: x_map,
+                y: y_map,
+                _x_buf: x_pinned,
+                _y_buf: y_pinned,
+            }),
         })
     }
 
@@ -431,7 +504,29 @@ impl Engine {
         Ok(events)
     }
 
-    /// y = A x with a prepared plan: uploads x, runs the launches, downloads y.
+    /// Copies x into the matrix's pinned buffer and uploads it from there;
+    /// returns the upload's profiling event.
+    fn upload_x<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        st: &mut Staging<T>,
+        x: &[T],
+    ) -> Result<Option<Event>> {
+        if x.is_empty() {
+            return Ok(None);
+        }
+        st.x[..x.len()].copy_from_slice(x);
+        let mut ev = Event::empty();
+        m.x.write(&st.x[..x.len()])
+            .queue(&self.queue)
+            .enew(&mut ev)
+            .enq()?;
+        Ok(Some(ev))
+    }
+
+    /// y = A x with a prepared plan: uploads x, runs the launches, downloads y
+    /// (both transfers through pinned host memory). The timings give the kernel,
+    /// upload and download times apart, from OpenCL profiling events.
     pub fn execute<T: DeviceScalar>(
         &self,
         m: &DeviceMatrix<T>,
@@ -439,30 +534,37 @@ impl Engine {
         x: &[T],
     ) -> Result<(Vec<T>, Timings)> {
         self.check_call(m, pp, x)?;
-        let _guard = m.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
-        if !x.is_empty() {
-            m.x.write(x).queue(&self.queue).enq()?;
-        }
+        let up = self.upload_x(m, &mut st, x)?;
         if !pp.complete && m.nrows > 0 {
             m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
         }
         let events = self.enqueue_all(&steps)?;
-        let mut y = vec![T::zero(); m.nrows];
+        let mut down = None;
         if m.nrows > 0 {
-            m.y.read(&mut y).queue(&self.queue).enq()?;
+            let mut ev = Event::empty();
+            m.y.read(&mut st.y[..m.nrows])
+                .queue(&self.queue)
+                .enew(&mut ev)
+                .enq()?;
+            down = Some(ev);
         }
         self.queue.finish()?;
+        let y = st.y[..m.nrows].to_vec();
         let wall_ns = t0.elapsed().as_nanos() as u64;
         let mut kernel_ns = 0;
         for ev in &events {
             kernel_ns += event_ns(ev)?;
         }
+        let opt_ns = |e: &Option<Event>| e.as_ref().map_or(Ok(0), event_ns);
         Ok((
             y,
             Timings {
                 kernel_ns,
+                upload_x_ns: opt_ns(&up)?,
+                download_y_ns: opt_ns(&down)?,
                 wall_ns,
                 enqueues: events.len(),
             },
@@ -480,11 +582,9 @@ impl Engine {
         reps: usize,
     ) -> Result<TimeStats> {
         self.check_call(m, pp, x)?;
-        let _guard = m.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
-        if !x.is_empty() {
-            m.x.write(x).queue(&self.queue).enq()?;
-        }
+        self.upload_x(m, &mut st, x)?;
         for _ in 0..warmup {
             self.enqueue_all(&steps)?;
             self.queue.finish()?;
@@ -561,12 +661,13 @@ impl Engine {
             .queue(q.clone())
             .len(n * 4)
             .build()?;
+        let wg = self.params(Precision::F32).wg_size;
         let k = Kernel::builder()
             .program(&prog)
             .name("copy_float4")
             .queue(q.clone())
-            .global_work_size(n.div_ceil(256) * 256)
-            .local_work_size(256)
+            .global_work_size(n.div_ceil(wg) * wg)
+            .local_work_size(wg)
             .arg(n as u32)
             .arg(&a)
             .arg(&b)

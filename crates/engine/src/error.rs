@@ -60,6 +60,9 @@ pub enum EngineError {
     /// A prepared plan was used with a different matrix than the one it was made for.
     #[error("the prepared plan was made for another matrix")]
     WrongMatrix,
+    /// The engine's configuration is invalid (kernel parameters, warp-shuffle setting).
+    #[error("engine configuration: {0}")]
+    Config(String),
     /// An OpenCL call failed.
     #[error("OpenCL error: {0}")]
     OpenCl(String),

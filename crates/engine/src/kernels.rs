@@ -1,6 +1,7 @@
 //! The kernel pool: OpenCL sources (embedded from `kernels/` so the binary runs
 //! from anywhere), build options per precision, and the registry of kernels.
 
+use crate::config::ReductionPath;
 use sparse::{KernelId, Scalar};
 use std::fmt;
 
@@ -87,6 +88,17 @@ impl DeviceScalar for f64 {
 const CPU_MP_ITEMS: usize = 4096;
 /// CSR-Adaptive work-group size on CPU devices.
 const CPU_ADAPTIVE_WG: usize = 64;
+/// Work-group size of every kernel when the device allows it (the paper's 256).
+const DEFAULT_WG: usize = 256;
+
+/// The largest power of two at most `n` (1 for 0).
+fn pow2_floor(n: usize) -> usize {
+    if n <= 1 {
+        1
+    } else {
+        1 << (usize::BITS - 1 - n.leading_zeros())
+    }
+}
 
 /// Tunable parameters compiled into a program (and mirrored by the host code
 /// that sizes launches and builds CSR-Adaptive row blocks).
@@ -115,13 +127,25 @@ impl KernelParams {
     /// everywhere; on CPUs (PoCL runs a work-group as a loop on one core, so
     /// barriers are loop splits and fewer, longer work-items win) long merge-path
     /// chunks and smaller CSR-Adaptive work-groups, measured by `spmv bench`.
-    pub fn for_device(p: Precision, kind: &str) -> KernelParams {
+    /// Every work-group size is capped by the device's `max_work_group_size`
+    /// (rounded down to a power of two), so a device that allows fewer than 256
+    /// work-items per group still runs every kernel.
+    pub fn for_device(p: Precision, kind: &str, max_work_group_size: usize) -> KernelParams {
         let mut k = KernelParams::defaults(p);
         if kind == "cpu" {
             k.mp_items = CPU_MP_ITEMS;
             k.adaptive_wg = CPU_ADAPTIVE_WG;
         }
+        let cap = pow2_floor(max_work_group_size.max(1));
+        k.wg_size = k.wg_size.min(cap);
+        k.vector_wg = k.vector_wg.min(cap);
+        k.adaptive_wg = k.adaptive_wg.min(cap);
         k
+    }
+
+    /// The work-group sizes compiled into a program.
+    pub fn work_group_sizes(&self) -> [usize; 3] {
+        [self.wg_size, self.vector_wg, self.adaptive_wg]
     }
 
     /// Defaults for a precision (GPU-friendly): the 003 paper's Table I for CSR-Adaptive.
@@ -131,9 +155,9 @@ impl KernelParams {
             Precision::F64 => (1536, 2, 2),
         };
         KernelParams {
-            wg_size: 256,
-            vector_wg: 256,
-            adaptive_wg: 256,
+            wg_size: DEFAULT_WG,
+            vector_wg: DEFAULT_WG,
+            adaptive_wg: DEFAULT_WG,
             nnz_per_wg,
             num_rows_stream,
             nnz_multiplier,
@@ -143,7 +167,8 @@ impl KernelParams {
 
     /// Applies overrides written `name=value,...` (names as the fields:
     /// `wg_size`, `vector_wg`, `nnz_per_wg`, `num_rows_stream`, `nnz_multiplier`,
-    /// `mp_items`), e.g. from env [`PARAMS_ENV`] when tuning for a new device.
+    /// `mp_items`), e.g. from [`crate::EngineConfig::kernel_params`] when tuning
+    /// for a new device.
     pub fn with_overrides(mut self, spec: &str) -> Result<KernelParams, String> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = item
@@ -176,10 +201,10 @@ impl KernelParams {
         Ok(self)
     }
 
-    /// OpenCL build options for this precision.
-    pub fn build_options(&self, p: Precision) -> String {
+    /// OpenCL build options for this precision and reduction path.
+    pub fn build_options(&self, p: Precision, path: ReductionPath) -> String {
         format!(
-            "-DVALUE_TYPE={}{} -DWG_SIZE={} -DVECTOR_WG={} -DADAPTIVE_WG={} -DNNZ_PER_WG={} -DNUM_ROWS_STREAM={} -DMP_ITEMS={}",
+            "-DVALUE_TYPE={}{} -DWG_SIZE={} -DVECTOR_WG={} -DADAPTIVE_WG={} -DNNZ_PER_WG={} -DNUM_ROWS_STREAM={} -DMP_ITEMS={}{}",
             p.cl_type(),
             if p == Precision::F64 { " -DUSE_DOUBLE" } else { "" },
             self.wg_size,
@@ -187,7 +212,8 @@ impl KernelParams {
             self.adaptive_wg,
             self.nnz_per_wg,
             self.num_rows_stream,
-            self.mp_items
+            self.mp_items,
+            path.build_options()
         )
     }
 }
@@ -218,8 +244,8 @@ pub fn registry() -> Vec<KernelInfo> {
             per_bin: true,
             description: match id {
                 KernelId::Serial => "one work-item per row".into(),
-                KernelId::Subvector(x) => format!("{x} work-items per row, local-memory tree reduction"),
-                KernelId::Vector => "one work-group of 256 per row".into(),
+                KernelId::Subvector(x) => format!("{x} work-items per row, local-memory tree (or warp shuffle) reduction"),
+                KernelId::Vector => "one work-group (256 or the device's maximum) per row".into(),
                 KernelId::CsrAdaptive => {
                     "row blocks of ~NNZ_PER_WG nonzeros: CSR-Stream / CSR-Vector / CSR-VectorL (second pass for split rows)".into()
                 }
@@ -237,5 +263,42 @@ pub(crate) fn entry_point(id: KernelId) -> String {
         KernelId::Vector => "spmv_vector".into(),
         KernelId::CsrAdaptive => "spmv_csr_adaptive".into(),
         KernelId::MergePath => "spmv_merge_path".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_group_sizes_follow_the_device() {
+        let big = KernelParams::for_device(Precision::F64, "gpu", 1024);
+        assert_eq!(big.work_group_sizes(), [256, 256, 256]);
+        let cpu = KernelParams::for_device(Precision::F32, "cpu", 4096);
+        assert_eq!(cpu.work_group_sizes(), [256, 256, 64]);
+        assert_eq!(cpu.mp_items, 4096);
+        // A device allowing 192 work-items per group gets 128 everywhere.
+        let small = KernelParams::for_device(Precision::F32, "gpu", 192);
+        assert_eq!(small.work_group_sizes(), [128, 128, 128]);
+        assert_eq!(pow2_floor(1), 1);
+        assert_eq!(pow2_floor(0), 1);
+        assert_eq!(pow2_floor(1023), 512);
+    }
+
+    #[test]
+    fn build_options_select_the_reduction_path() {
+        let k = KernelParams::defaults(Precision::F64);
+        let portable = k.build_options(Precision::F64, ReductionPath::Portable);
+        assert!(portable.contains("-DVALUE_TYPE=double -DUSE_DOUBLE"));
+        assert!(!portable.contains("SPMV_WARP_SHUFFLE"));
+        let ptx = k.build_options(Precision::F64, ReductionPath::WarpShuffle);
+        assert!(ptx.ends_with(" -DSPMV_WARP_SHUFFLE=1"), "{ptx}");
+        assert!(!ptx.contains("EMULATE"));
+        let emu = k.build_options(Precision::F32, ReductionPath::EmulatedShuffle);
+        assert!(emu.contains("-DVALUE_TYPE=float -DWG_SIZE"));
+        assert!(
+            emu.contains("-DSPMV_WARP_SHUFFLE=1 -DSPMV_SHUFFLE_EMULATE=1"),
+            "{emu}"
+        );
     }
 }

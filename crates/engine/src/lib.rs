@@ -18,6 +18,9 @@
 //! # Ok::<(), engine::EngineError>(())
 //! ```
 
+mod build;
+mod cache;
+pub mod config;
 pub mod device;
 pub mod engine;
 pub mod error;
@@ -25,6 +28,8 @@ pub mod kernels;
 pub mod matrix;
 pub mod prepared;
 
+pub use build::ProgramStats;
+pub use config::{default_cache_dir, EngineConfig, ReductionPath, WarpShuffle};
 pub use device::{DeviceInfo, DEVICE_ENV};
 pub use engine::{CopyBandwidth, Engine, TimeStats, Timings};
 pub use error::{EngineError, Result};

@@ -2,13 +2,14 @@
 //! uploaded once and reused by every plan and call.
 
 use crate::kernels::DeviceScalar;
-use ocl::{Buffer, Program};
+use ocl::{Buffer, MemMap, Program};
 use std::sync::Mutex;
 
 /// Device buffers of one CSR matrix (made by [`crate::Engine::upload`]).
 ///
-/// x and y live with the matrix, so calls on the same matrix are serialised by
-/// an internal lock; calls on different matrices may run from different threads.
+/// x and y live with the matrix (on the device, and in pinned host staging
+/// buffers), so calls on the same matrix are serialised by an internal lock;
+/// calls on different matrices may run from different threads.
 #[derive(Debug)]
 pub struct DeviceMatrix<T: DeviceScalar> {
     pub(crate) id: u64,
@@ -25,7 +26,20 @@ pub struct DeviceMatrix<T: DeviceScalar> {
     /// A one-element buffer bound where a kernel's row list is unused.
     pub(crate) dummy: Buffer<u32>,
     pub(crate) program: Program,
-    pub(crate) lock: Mutex<()>,
+    /// Pinned host copies of x and y; the lock serialises calls on this matrix.
+    pub(crate) staging: Mutex<Staging<T>>,
+}
+
+/// Pinned (`CL_MEM_ALLOC_HOST_PTR`) host buffers for x and y, mapped once for the
+/// life of the matrix; x is copied in and uploaded from there, y is downloaded
+/// there and copied out (the DMA-friendly transfer path on discrete GPUs).
+#[derive(Debug)]
+pub(crate) struct Staging<T: DeviceScalar> {
+    // The maps are declared (so dropped, i.e. unmapped) before their buffers.
+    pub(crate) x: MemMap<T>,
+    pub(crate) y: MemMap<T>,
+    pub(crate) _x_buf: Buffer<T>,
+    pub(crate) _y_buf: Buffer<T>,
 }
 
 impl<T: DeviceScalar> DeviceMatrix<T> {

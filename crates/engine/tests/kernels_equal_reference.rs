@@ -1,9 +1,17 @@
 //! Every kernel of the registry, in both precisions, against the reference SpMV:
 //! one test body looped over kernels, on the shared SuiteSparse matrices (or the
 //! fixtures shipped in crates/sparse/tests/data) and on awkward shapes; plans with
-//! a random kernel per bin in both launch modes; repeated calls bit-identical.
+//! a random kernel per bin in both launch modes; repeated calls bit-identical;
+//! the warp-shuffle reduction logic (emulated shuffles), the program binary
+//! cache, and the transfer timings.
+//!
+//! Without any OpenCL platform the tests skip with a message, except when
+//! `CI=true` or `SPMV_REQUIRE_DEVICE=1`, where they fail.
 
-use engine::{registry, DeviceScalar, Engine, EngineError, LaunchMode};
+use engine::{
+    registry, DeviceScalar, Engine, EngineConfig, EngineError, LaunchMode, ReductionPath,
+    WarpShuffle,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparse::spmv::{compare, spmv_ref};
@@ -488,6 +496,165 @@ fn small_blocks_and_chunks_stress_split_rows_and_carries() {
         57,
     ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_shuffle_path_logic_equals_reference_with_emulated_shuffles() {
+    // The inline-PTX shuffles only compile on NVIDIA; with SPMV_SHUFFLE_EMULATE
+    // each shuffle is done in local memory, so everything else of that path
+    // (segment widths, warp sums combined across warps, uniform control flow)
+    // runs here. Default and small work-groups (128 / 64 / 32: one warp) both.
+    if engine().is_none() {
+        return;
+    }
+    let cfg = EngineConfig {
+        warp_shuffle: WarpShuffle::Emulate,
+        ..EngineConfig::default()
+    };
+    let e = Engine::with_config(&cfg).unwrap();
+    for p in [engine::Precision::F32, engine::Precision::F64] {
+        assert_eq!(e.reduction_path(p).unwrap(), ReductionPath::EmulatedShuffle);
+    }
+    check_both_precisions(&e, &awkward_cases());
+    let mut small = Engine::with_config(&cfg).unwrap();
+    for p in [engine::Precision::F32, engine::Precision::F64] {
+        let mut k = engine::KernelParams::defaults(p);
+        k.wg_size = 128;
+        k.vector_wg = 64;
+        k.adaptive_wg = 32;
+        k.nnz_per_wg = 16;
+        k.nnz_multiplier = 2;
+        small = small.with_params(p, k).unwrap();
+    }
+    let cases: Vec<(String, Csr<f64>)> = vec![
+        ("mixed lengths".into(), gen::mixed_lengths(500, 61).unwrap()),
+        ("power law".into(), gen::power_law(3000, 6.0, 62).unwrap()),
+        (
+            "lengths around 16 and 32".into(),
+            rows_of_lengths(&[15, 16, 17, 0, 31, 32, 33, 1, 64, 65, 2], 100, 63),
+        ),
+    ];
+    check_both_precisions(&small, &cases);
+}
+
+#[test]
+fn warp_shuffle_on_needs_nvidia_and_auto_stays_portable_elsewhere() {
+    let Some(e) = engine() else { return };
+    let nvidia = engine::config::is_nvidia_gpu(e.info());
+    let on = EngineConfig {
+        warp_shuffle: WarpShuffle::On,
+        ..EngineConfig::default()
+    };
+    let auto = EngineConfig {
+        warp_shuffle: WarpShuffle::Auto,
+        ..EngineConfig::default()
+    };
+    let e_auto = Engine::with_config(&auto).unwrap();
+    let want = if nvidia {
+        ReductionPath::WarpShuffle
+    } else {
+        ReductionPath::Portable
+    };
+    // Auto may fall back to portable if the driver refuses the PTX.
+    let got = e_auto.reduction_path(engine::Precision::F32).unwrap();
+    assert!(got == want || got == ReductionPath::Portable, "{got:?}");
+    if !nvidia {
+        let e_on = Engine::with_config(&on).unwrap();
+        assert!(matches!(
+            e_on.program(engine::Precision::F32),
+            Err(EngineError::Config(_))
+        ));
+        assert_eq!(
+            e.reduction_path(engine::Precision::F64).unwrap(),
+            ReductionPath::Portable
+        );
+    }
+}
+
+fn temp_cache(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("spmv-engine-cache-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A fresh engine on `dir`, both precisions run on a matrix and checked.
+fn cached_engine_run(dir: &Path) -> engine::ProgramStats {
+    let cfg = EngineConfig {
+        cache_dir: Some(dir.to_path_buf()),
+        ..EngineConfig::default()
+    };
+    let e = Engine::with_config(&cfg).unwrap();
+    let cases = vec![(
+        "power law".to_string(),
+        gen::power_law(2000, 5.0, 71).unwrap(),
+    )];
+    check_both_precisions(&e, &cases);
+    e.program_stats()
+}
+
+#[test]
+fn a_second_engine_loads_its_programs_from_the_binary_cache() {
+    if engine().is_none() {
+        return;
+    }
+    let dir = temp_cache("reuse");
+    let first = cached_engine_run(&dir);
+    assert_eq!(
+        (first.source_builds, first.cache_stores, first.cache_loads),
+        (2, 2, 0)
+    );
+    let second = cached_engine_run(&dir);
+    assert_eq!(
+        (
+            second.source_builds,
+            second.cache_loads,
+            second.cache_rejects
+        ),
+        (0, 2, 0)
+    );
+    // Damage every entry (one flipped byte, one truncation): ignored, rebuilt, stored again.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "clbin"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let mut raw = std::fs::read(&files[0]).unwrap();
+    let mid = raw.len() / 2;
+    raw[mid] ^= 0x5a;
+    std::fs::write(&files[0], &raw).unwrap();
+    let raw = std::fs::read(&files[1]).unwrap();
+    std::fs::write(&files[1], &raw[..raw.len() / 3]).unwrap();
+    let third = cached_engine_run(&dir);
+    assert_eq!(
+        (third.cache_rejects, third.source_builds, third.cache_stores),
+        (2, 2, 2)
+    );
+    let fourth = cached_engine_run(&dir);
+    assert_eq!((fourth.source_builds, fourth.cache_loads), (0, 2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn execute_reports_kernel_and_transfer_times_apart() {
+    let Some(e) = engine() else { return };
+    let a = gen::uniform_random(20_000, 20_000, 8, 81).unwrap();
+    let x = x_for(a.ncols(), 82);
+    let m = e.upload(&a).unwrap();
+    let pp = e.prepare_kernel(&m, KernelId::Serial).unwrap();
+    let (y, t) = e.execute(&m, &pp, &x).unwrap();
+    assert!(compare(&a, &x, &y, &spmv_ref(&a, &x).unwrap()).ok());
+    assert!(
+        t.kernel_ns > 0 && t.upload_x_ns > 0 && t.download_y_ns > 0,
+        "{t:?}"
+    );
+    // Profiled device times fit inside the host's wall clock of the whole call.
+    assert!(
+        t.kernel_ns + t.upload_x_ns + t.download_y_ns <= t.wall_ns,
+        "{t:?}"
+    );
+    assert_eq!(t.enqueues, 1);
 }
 
 /// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or

@@ -132,9 +132,42 @@ pub struct Config {
     /// (no CORS headers are sent).
     #[arg(long = "cors-origin", env = "SPMV_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
+
+    /// Reductions by NVIDIA warp shuffles: off (portable barriers, the default),
+    /// auto (on NVIDIA GPUs), on (required), emulate (testing).
+    #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "off")]
+    pub warp_shuffle: engine::WarpShuffle,
+
+    /// Kernel parameter overrides `name=value,...` (see `spmv bench --help`).
+    #[arg(long, env = "SPMV_KERNEL_PARAMS")]
+    pub kernel_params: Option<String>,
+
+    /// Folder of cached kernel binaries, so a restart does not recompile
+    /// (default: $XDG_CACHE_HOME or ~/.cache, then spmv-select/kernels; `none`: no cache).
+    #[arg(long, env = "SPMV_KERNEL_CACHE")]
+    pub kernel_cache: Option<PathBuf>,
 }
 
 impl Config {
+    /// What the engine is opened with.
+    pub fn engine_config(&self) -> engine::EngineConfig {
+        let cache_dir = match &self.kernel_cache {
+            Some(p) if p.as_os_str() == "none" => None,
+            Some(p) => Some(p.clone()),
+            None => {
+                let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                engine::default_cache_dir(xdg.as_deref(), home.as_deref())
+            }
+        };
+        engine::EngineConfig {
+            device: self.device.clone(),
+            kernel_params: self.kernel_params.clone(),
+            warp_shuffle: self.warp_shuffle,
+            cache_dir,
+        }
+    }
+
     /// The defaults, as if started with no flags and no environment.
     pub fn defaults() -> Config {
         Config::parse_from(["server"])

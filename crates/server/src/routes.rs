@@ -836,6 +836,7 @@ pub async fn spmv(
         "launches": exec.launches,
         "timings_ms": {
             "kernel": kernel_ms,
+            "upload_x": exec.timings.upload_x_ms(), "download_y": exec.timings.download_y_ms(),
             "device": device_ms,
             "setup": setup_ms,
             "server": server_ms,

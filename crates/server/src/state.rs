@@ -36,7 +36,15 @@ impl DeviceState {
     /// bandwidth. Never fails: without a device the reason is kept for /device and
     /// the 503 answers of /spmv. Blocks (OpenCL calls).
     pub fn open(selector: Option<&str>) -> DeviceState {
-        match Engine::new(selector) {
+        DeviceState::open_with(&engine::EngineConfig {
+            device: selector.map(str::to_string),
+            ..Default::default()
+        })
+    }
+
+    /// As [`DeviceState::open`], with the whole engine configuration.
+    pub fn open_with(cfg: &engine::EngineConfig) -> DeviceState {
+        match Engine::with_config(cfg) {
             Ok(engine) => {
                 let copy = match engine.copy_bandwidth(64 << 20, 5) {
                     Ok(c) => Some(c),
@@ -318,8 +326,8 @@ impl AppState {
         let device = if config.no_device {
             DeviceState::none("disabled by --no-device / SPMV_NO_DEVICE")
         } else {
-            let sel = config.device.clone();
-            tokio::task::spawn_blocking(move || DeviceState::open(sel.as_deref()))
+            let cfg = config.engine_config();
+            tokio::task::spawn_blocking(move || DeviceState::open_with(&cfg))
                 .await
                 .context("opening the OpenCL device")?
         };

@@ -48,7 +48,7 @@ struct Common {
     #[arg(long, global = true, default_value = "both")]
     precision: String,
     /// OpenCL device (substring of "platform / device"); default: env SPMV_DEVICE, else the best found.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, env = "SPMV_DEVICE")]
     device: Option<String>,
     /// Results database (default: env DATABASE_URL, else spmv.db in the working directory).
     #[arg(long, global = true)]

@@ -278,6 +278,11 @@ async fn run(c: &Common) -> Result<()> {
         );
         let fitted = pipeline::fit_precision(&train, &device, precision, &corpus_desc, seed)?;
         let mut model = fitted.model;
+        // The card says which device, driver and kernel sources the labels were
+        // measured with, so a service can match devices and refuse other kernels.
+        model
+            .card
+            .record_training(&identity(env.engine.info()), kernel_sources());
         let t0 = std::time::Instant::now();
         let rows =
             pipeline::evaluate_labelled(&env, &model, &items, &test, precision, &opts).await?;
@@ -368,6 +373,16 @@ fn summary_json(
     v
 }
 
+/// The device as the selector matches it.
+fn identity(info: &engine::DeviceInfo) -> selector::DeviceIdentity {
+    selector::DeviceIdentity::new(&info.name, &info.vendor, &info.driver, &info.kind)
+}
+
+/// The kernel sources this build runs (embedded in the engine).
+fn kernel_sources() -> selector::KernelSources {
+    selector::KernelSources::of(engine::kernels::SOURCES)
+}
+
 async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
     let model = selector::Model::load(model_path)
         .with_context(|| format!("loading model {}", model_path.display()))?;
@@ -384,12 +399,21 @@ async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
         bail!("no .mtx or .mtx.gz files in {}", dir.display());
     }
     let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
-    if !model.matches(&env.engine.info().name, precision.as_str()) {
+    let here = identity(env.engine.info());
+    let m = selector::match_device(&model.card.identity(), &here);
+    if m.level != selector::MatchLevel::Exact {
         eprintln!(
-            "evaluate: note: the model was trained on '{}', this device is '{}'",
-            model.card.device,
-            env.engine.info().name
+            "evaluate: note: match {} for this device: {}",
+            m.level.as_str(),
+            m.reason
         );
+    }
+    if let selector::Assessment::Refused(r) = model.assess(&selector::Target {
+        device: &here,
+        precision: precision.as_str(),
+        kernels: &kernel_sources(),
+    }) {
+        eprintln!("evaluate: note: a service would refuse this model: {r}");
     }
     let opts = c.label_options();
     let lc = pipeline::label_corpus(

@@ -78,6 +78,12 @@ impl DeviceState {
         self.info().map(|i| i.name.as_str())
     }
 
+    /// The device as the model selector matches it (name, vendor, driver, type).
+    pub fn identity(&self) -> Option<selector::DeviceIdentity> {
+        self.info()
+            .map(|i| selector::DeviceIdentity::new(&i.name, &i.vendor, &i.driver, &i.kind))
+    }
+
     fn require(&self) -> Result<Arc<Engine>, ApiError> {
         self.engine.clone().ok_or_else(|| {
             ApiError::NoDevice(
@@ -300,7 +306,11 @@ impl AppState {
                 .await
                 .context("opening the OpenCL device")?
         };
-        let planner = Planner::load(&config.models, device.name());
+        // A relative models folder (the default `models`) is found from the working
+        // directory or the executable, so the service starts from any folder.
+        let models = selector::ModelsDir::search(&config.models);
+        tracing::info!(folder = %models.path.display(), found = models.found, "models folder");
+        let planner = Planner::load_found(&models, device.identity().as_ref());
         let store = if config.no_database {
             None
         } else {

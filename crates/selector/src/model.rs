@@ -11,7 +11,6 @@ use crate::{
     STAGE2_FEATURES,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use sparse::{Binning, Features, KernelId, Plan, Scheme};
 use std::path::{Path, PathBuf};
 
@@ -222,10 +221,10 @@ impl Model {
         std::fs::rename(&tmp, path).map_err(io)
     }
 
-    /// A short content id: the first 16 hex digits of the SHA-256 of the JSON.
+    /// A short content id: the first 16 hex digits of the BLAKE3 hash of the JSON.
     pub fn id(&self) -> String {
-        let digest = Sha256::digest(serde_json::to_vec(self).expect("a model always serializes"));
-        hex::encode(&digest[..8])
+        let json = serde_json::to_vec(self).expect("a model always serializes");
+        blake3::hash(&json).to_hex()[..16].to_string()
     }
 
     /// Stage 1 on a stage-1 vector (order [`STAGE1_FEATURES`]).

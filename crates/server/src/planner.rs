@@ -84,12 +84,14 @@ pub fn kernel_sources() -> KernelSources {
     KernelSources::of(engine::kernels::SOURCES)
 }
 
-/// The last component of a path, for responses and logs sent to clients.
+/// The last component of a path, for responses sent to clients (a relative path
+/// without one, such as `.`, as it is; an absolute one never).
 fn file_name(p: &Path) -> String {
-    p.file_name().map_or_else(
-        || p.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
+    match p.file_name() {
+        Some(n) => n.to_string_lossy().into_owned(),
+        None if p.is_relative() => p.display().to_string(),
+        None => "(unnamed)".into(),
+    }
 }
 
 /// A load error as sent to clients: an I/O error names the file only.

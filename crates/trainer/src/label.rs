@@ -138,10 +138,13 @@ pub fn kernel_order() -> Vec<KernelId> {
     v
 }
 
+/// A bin's rows as a key: the BLAKE3 hash of its row ranges and its row count.
+type RowsSignature = ([u8; 32], usize);
+
 /// A BLAKE3 hash of the row ranges of a bin, and its row count: bins of different
 /// schemes with the same rows run the same launches, so their timings are shared
 /// instead of measured twice. 256 bits, so two different row sets never share a key.
-fn rows_signature(b: &Binning, bin: usize) -> ([u8; 32], usize) {
+fn rows_signature(b: &Binning, bin: usize) -> RowsSignature {
     let mut h = blake3::Hasher::new();
     let mut n = 0usize;
     for &f in &b.bins[bin] {
@@ -222,7 +225,7 @@ impl Labeller<'_> {
             .with_context(|| format!("uploading {name}"))?;
         let x = test_vector::<T>(a.ncols());
         let kernels = kernel_order();
-        let mut by_rows: HashMap<(([u8; 32], usize), KernelId), (f64, f64, u32)> = HashMap::new();
+        let mut by_rows: HashMap<(RowsSignature, KernelId), (f64, f64, u32)> = HashMap::new();
         let mut out = MatrixLabels {
             matrix,
             name: name.to_string(),

@@ -3,7 +3,7 @@
 //! path of each tree). Also the shared model lookup used by `spmv run`.
 
 use anyhow::{Context, Result};
-use selector::{Model, Selector};
+use selector::{DeviceIdentity, KernelSources, Model, Selector, Target};
 use sparse::mm::{read_path, ReadOptions};
 use sparse::Features;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,8 @@ pub struct Args {
     /// Model file; default: the model in the models folder that matches the device and precision.
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Models folder searched when --model is not given (default: env SPMV_MODELS_DIR, else `models/`).
+    /// Models folder searched when --model is not given (default: env SPMV_MODELS_DIR, else
+    /// `models/` found from the working directory or the executable).
     #[arg(long)]
     models_dir: Option<PathBuf>,
     /// Precision the plan is for: f32 or f64.
@@ -33,26 +34,27 @@ pub struct Args {
     real_part: bool,
 }
 
-/// The default models folder: env `SPMV_MODELS_DIR`, else `models/` in the working
-/// directory when it exists, else the repository's `models/`.
+/// The default models folder: env `SPMV_MODELS_DIR`, else `models` found from the
+/// working directory or the executable (see [`selector::resolve_models_dir`]).
 pub fn default_models_dir() -> PathBuf {
     if let Ok(d) = std::env::var("SPMV_MODELS_DIR") {
         return PathBuf::from(d);
     }
-    let local = PathBuf::from("models");
-    if local.is_dir() {
-        return local;
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+    selector::ModelsDir::search(Path::new("models")).path
+}
+
+/// What a device is, for model matching (from the engine's description).
+pub fn identity(info: &engine::DeviceInfo) -> DeviceIdentity {
+    DeviceIdentity::new(&info.name, &info.vendor, &info.driver, &info.kind)
 }
 
 /// The selector for a device and precision: `model` when given (it must load),
-/// else the newest matching model of `dir`, else the rule baseline. Also returns
-/// a sentence saying what was chosen and why.
+/// else the closest usable model of `dir` (see [`Selector::choose`]), else the
+/// rule baseline. Also returns a sentence saying what was chosen and why.
 pub fn choose_selector(
     model: Option<&Path>,
     dir: &Path,
-    device: &str,
+    device: Option<&DeviceIdentity>,
     precision: &str,
 ) -> Result<(Selector, String)> {
     if let Some(p) = model {
@@ -74,28 +76,40 @@ pub fn choose_selector(
             }
         }
     }
-    let n = models.len();
-    let s = Selector::choose(models, device, precision);
-    let note = match &s {
+    let Some(device) = device else {
+        return Ok((
+            Selector::Rule,
+            "rule baseline: no OpenCL device to match models against".into(),
+        ));
+    };
+    let kernels = KernelSources::of(engine::kernels::SOURCES);
+    let c = Selector::choose(
+        &models,
+        &Target {
+            device,
+            precision,
+            kernels: &kernels,
+        },
+    );
+    let note = match &c.selector {
         Selector::Model(m) => format!(
-            "model {} for '{}' {}",
+            "model {} for '{}' {}, match {}: {}",
             m.id(),
             m.card.device,
-            m.card.precision
+            m.card.precision,
+            c.level.as_str(),
+            c.reason
         ),
-        Selector::Rule => format!(
-            "rule baseline: none of the {n} models in {} is for device '{device}' in {precision}",
-            dir.display()
-        ),
+        Selector::Rule => c.reason.clone(),
     };
-    Ok((s, note))
+    Ok((c.selector, note))
 }
 
-/// The name of the device plans are made for: `--device`/`SPMV_DEVICE`'s match or
-/// the best device; `None` (with the reason) when no OpenCL device can be opened.
-pub fn device_name(selector: Option<&str>) -> std::result::Result<String, String> {
+/// The device plans are made for: `--device`/`SPMV_DEVICE`'s match or the best
+/// device; `Err` (with the reason) when no OpenCL device can be opened.
+pub fn device_identity(selector: Option<&str>) -> std::result::Result<DeviceIdentity, String> {
     engine::Engine::new(selector)
-        .map(|e| e.info().name.clone())
+        .map(|e| identity(e.info()))
         .map_err(|e| e.to_string())
 }
 
@@ -108,15 +122,21 @@ pub fn run(args: Args) -> Result<()> {
         },
     )
     .with_context(|| format!("reading {}", args.file.display()))?;
-    let device = match device_name(args.device.as_deref()) {
-        Ok(d) => d,
+    let device = match device_identity(args.device.as_deref()) {
+        Ok(d) => Some(d),
         Err(e) => {
             eprintln!("note: no OpenCL device ({e}); models are matched against no device");
-            String::new()
+            None
         }
     };
     let dir = args.models_dir.clone().unwrap_or_else(default_models_dir);
-    let (sel, note) = choose_selector(args.model.as_deref(), &dir, &device, &args.precision)?;
+    let (sel, note) = choose_selector(
+        args.model.as_deref(),
+        &dir,
+        device.as_ref(),
+        &args.precision,
+    )?;
+    let device = device.map(|d| d.name).unwrap_or_default();
     let t0 = std::time::Instant::now();
     let features = Features::of(&a);
     let t1 = std::time::Instant::now();

@@ -173,7 +173,7 @@ pub fn run(args: Args) -> Result<()> {
             let (sel, note) = crate::predict::choose_selector(
                 args.model.as_deref(),
                 &dir,
-                &e.info().name,
+                Some(&crate::predict::identity(e.info())),
                 &args.precision,
             )?;
             let pred = sel.plan(&sparse::Features::of(&a), a.row_ptr());

@@ -20,18 +20,22 @@ pub const MERGE_PATH_CL: &str = include_str!("../../../kernels/merge_path.cl");
 /// STREAM-like copy for the bandwidth bound.
 pub const COPY_CL: &str = include_str!("../../../kernels/copy.cl");
 
+/// Every kernel source file the engine builds, as `(file name in kernels/, text)`,
+/// in program order (the trainer records their hashes on a model card, the
+/// service refuses models trained with other sources).
+pub const SOURCES: [(&str, &str); 7] = [
+    ("prelude.cl", PRELUDE_CL),
+    ("serial.cl", SERIAL_CL),
+    ("subvector.cl", SUBVECTOR_CL),
+    ("vector.cl", VECTOR_CL),
+    ("csr_adaptive.cl", CSR_ADAPTIVE_CL),
+    ("merge_path.cl", MERGE_PATH_CL),
+    ("copy.cl", COPY_CL),
+];
+
 /// The whole program source, every family in one program (one build per precision).
 pub fn program_source() -> String {
-    [
-        PRELUDE_CL,
-        SERIAL_CL,
-        SUBVECTOR_CL,
-        VECTOR_CL,
-        CSR_ADAPTIVE_CL,
-        MERGE_PATH_CL,
-        COPY_CL,
-    ]
-    .join("\n")
+    SOURCES.map(|(_, text)| text).join("\n")
 }
 
 /// Environment variable with kernel parameter overrides (see [`KernelParams::with_overrides`]).

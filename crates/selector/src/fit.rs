@@ -243,6 +243,10 @@ pub fn fit(
         metrics: json!({}),
         schemes,
         kernels,
+        vendor: None,
+        driver: None,
+        device_type: None,
+        kernel_sources: None,
     };
     let mut model = Model::new(card, fit1.tree, fit2.tree);
     let train1 = evaluate_stage1(&model, stage1)?;

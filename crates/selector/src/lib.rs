@@ -11,24 +11,30 @@
 //! weighted by the time lost when wrong ([`Weighting`]); [`evaluate_stage1`],
 //! [`evaluate_stage2`] and [`fit_variants`] judge models by time lost.
 //! [`Model::predict`] plans a matrix, [`Model::predict_explained`] also returns the
-//! decision paths; [`rule_plan`] is the hand-written baseline; [`Selector`] picks a
-//! model for a device and precision or falls back to the rule.
+//! decision paths; [`rule_plan`] is the hand-written baseline; [`Selector::choose`]
+//! picks the closest usable model for a [`DeviceIdentity`], precision and
+//! [`KernelSources`] by the ladder of [`match_device`] (exact device, same
+//! [`DeviceClass`], same [`DeviceType`]) or falls back to the rule.
 //!
 //! Architecture invariant: this crate knows nothing of OpenCL, HTTP or SQL; it
 //! sees matrices only through `sparse::Features` and a CSR row pointer.
 
+mod device;
 mod error;
 mod eval;
 mod explain;
 mod fit;
 pub(crate) mod labels;
+mod matching;
 mod model;
+mod models_dir;
 mod params;
 mod rule;
 mod selector;
 mod tree;
 pub mod vector;
 
+pub use device::{DeviceClass, DeviceIdentity, DeviceType, Simd};
 pub use error::SelectorError;
 pub use eval::{
     evaluate_stage1, evaluate_stage2, fit_variants, EvalReport, StageMetrics, VariantResult,
@@ -37,16 +43,18 @@ pub use explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, We
 pub use fit::fit;
 pub use labels::{Stage1Sample, Stage2Sample};
 pub use linfa::ParamGuard;
+pub use matching::{match_device, Assessment, DeviceMatch, KernelSources, MatchLevel, Target};
 pub use model::{
     load_models_dir, FeatureOrder, LoadedModel, Model, ModelCard, MODEL_FORMAT_VERSION,
 };
+pub use models_dir::{resolve_models_dir, ModelsDir};
 pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_LIMIT};
 pub use rule::{
     rule_kernel, rule_kernel_for, rule_plan, rule_plan_for, rule_prediction, rule_prediction_for,
-    DeviceClass, RuleThresholds, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN, RULE_SKEW_MIN_MAX_ROW,
+    RuleClass, RuleThresholds, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN, RULE_SKEW_MIN_MAX_ROW,
     RULE_VECTOR_FROM,
 };
-pub use selector::{Selector, SelectorInfo};
+pub use selector::{Choice, Selector, SelectorInfo};
 pub use vector::{
     stage1_vector, stage2_vector, STAGE1_FEATURES, STAGE2_EXTRA, STAGE2_FEATURES, STAGE2_LEN,
 };

@@ -2,14 +2,15 @@
 //! bin -> kernel), its model card, JSON save/load with the feature-order check,
 //! and prediction with optional decision paths.
 
+use crate::device::{DeviceClass, DeviceIdentity, DeviceType};
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 use crate::tree::{Hop, Tree};
 use crate::vector::spread;
 use crate::{
-    stage1_vector, stage2_vector, SelectorError, TrainParams, STAGE1_FEATURES, STAGE2_FEATURES,
+    stage1_vector, stage2_vector, KernelSources, SelectorError, TrainParams, STAGE1_FEATURES,
+    STAGE2_FEATURES,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use sparse::{Binning, Features, KernelId, Plan, Scheme};
 use std::path::{Path, PathBuf};
 
@@ -58,6 +59,64 @@ pub struct ModelCard {
     pub schemes: Vec<Scheme>,
     /// Stage-2 classes: the candidate kernels, class `i` is `kernels[i]`.
     pub kernels: Vec<KernelId>,
+    /// The device's vendor string (`None` on cards written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    /// The device's driver version (`None` on cards written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// The device's type (`None` on cards written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_type: Option<DeviceType>,
+    /// The kernel sources the labels were measured with (`None` on cards written
+    /// before they were recorded); a service running other sources refuses the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_sources: Option<KernelSources>,
+}
+
+impl ModelCard {
+    /// Records the device and kernel sources the model was trained on.
+    pub fn record_training(&mut self, device: &DeviceIdentity, kernels: KernelSources) {
+        self.device = device.name.clone();
+        self.vendor = Some(device.vendor.clone());
+        self.driver = Some(device.driver.clone());
+        self.device_type = Some(device.device_type);
+        self.kernel_sources = Some(kernels);
+    }
+
+    /// The training device as an identity; on a legacy card the missing vendor
+    /// and driver are empty, and the type is CPU when the name is PoCL's CPU
+    /// device (its names say so), else unknown.
+    pub fn identity(&self) -> DeviceIdentity {
+        let mut id = DeviceIdentity {
+            name: self.device.trim().to_string(),
+            vendor: self.vendor.clone().unwrap_or_default(),
+            driver: self.driver.clone().unwrap_or_default(),
+            device_type: self.device_type.unwrap_or_default(),
+        };
+        if self.device_type.is_none() && matches!(id.class(), DeviceClass::PoclCpu { .. }) {
+            id.device_type = DeviceType::Cpu;
+        }
+        id
+    }
+
+    /// The card fields this card lacks because it predates them.
+    pub fn unrecorded(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.kernel_sources.is_none() {
+            out.push("kernel source hashes");
+        }
+        if self.vendor.is_none() {
+            out.push("device vendor");
+        }
+        if self.driver.is_none() {
+            out.push("driver version");
+        }
+        if self.device_type.is_none() {
+            out.push("device type");
+        }
+        out
+    }
 }
 
 /// A fitted two-stage model with its card.
@@ -162,21 +221,10 @@ impl Model {
         std::fs::rename(&tmp, path).map_err(io)
     }
 
-    /// A short content id: the first 16 hex digits of the SHA-256 of the JSON.
+    /// A short content id: the first 16 hex digits of the BLAKE3 hash of the JSON.
     pub fn id(&self) -> String {
-        let digest = Sha256::digest(serde_json::to_vec(self).expect("a model always serializes"));
-        hex::encode(&digest[..8])
-    }
-
-    /// Whether the model was trained for this device and precision (names compared
-    /// trimmed and case-insensitively).
-    pub fn matches(&self, device: &str, precision: &str) -> bool {
-        self.card.device.trim().eq_ignore_ascii_case(device.trim())
-            && self
-                .card
-                .precision
-                .trim()
-                .eq_ignore_ascii_case(precision.trim())
+        let json = serde_json::to_vec(self).expect("a model always serializes");
+        blake3::hash(&json).to_hex()[..16].to_string()
     }
 
     /// Stage 1 on a stage-1 vector (order [`STAGE1_FEATURES`]).

@@ -16,8 +16,8 @@
 //!    sizes its subwarps, with our wider subvectors);
 //! 4. otherwise `vector` (a work-group of 256 per row).
 //!
-//! Those are the thresholds of a CPU device ([`DeviceClass::Cpu`], also what
-//! [`rule_plan`] uses). A GPU ([`DeviceClass::Gpu`]) hides latency with many threads
+//! Those are the thresholds of a CPU device ([`RuleClass::Cpu`], also what
+//! [`rule_plan`] uses). A GPU ([`RuleClass::Gpu`]) hides latency with many threads
 //! per row, so its rule keeps `serial` for rows of about one nonzero only, calls
 //! rows skewed earlier (a long row stalls a whole warp), and gives rows of 128 and
 //! more nonzeros a work-group (`vector`), as CSR-Vector does on GPUs.
@@ -36,7 +36,7 @@ pub const RULE_VECTOR_FROM: f64 = 256.0;
 
 /// The kind of device a rule is tuned for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DeviceClass {
+pub enum RuleClass {
     /// A CPU (PoCL and the like): the thresholds of the module docs.
     #[default]
     Cpu,
@@ -44,27 +44,27 @@ pub enum DeviceClass {
     Gpu,
 }
 
-impl DeviceClass {
+impl RuleClass {
     /// The class of an OpenCL device kind (`gpu`, `accelerator`, `cpu`, ...).
-    pub fn from_kind(kind: &str) -> DeviceClass {
+    pub fn from_kind(kind: &str) -> RuleClass {
         match kind {
-            "gpu" | "accelerator" => DeviceClass::Gpu,
-            _ => DeviceClass::Cpu,
+            "gpu" | "accelerator" => RuleClass::Gpu,
+            _ => RuleClass::Cpu,
         }
     }
 
     /// A guess from a device's name and vendor, for records that lost the kind
     /// (a results database): GPU vendors and names say so, anything else is a CPU.
-    pub fn guess(name: &str, vendor: &str) -> DeviceClass {
+    pub fn guess(name: &str, vendor: &str) -> RuleClass {
         let t = format!("{name} {vendor}").to_ascii_lowercase();
         let gpu = [
             "nvidia", "geforce", "tesla", "radeon", "gfx", " gpu", "graphics", "h100", "h200",
             "a100",
         ];
         if gpu.iter().any(|g| t.contains(g)) {
-            DeviceClass::Gpu
+            RuleClass::Gpu
         } else {
-            DeviceClass::Cpu
+            RuleClass::Cpu
         }
     }
 }
@@ -84,15 +84,15 @@ pub struct RuleThresholds {
 
 impl RuleThresholds {
     /// The thresholds of a device class.
-    pub fn for_class(class: DeviceClass) -> RuleThresholds {
+    pub fn for_class(class: RuleClass) -> RuleThresholds {
         match class {
-            DeviceClass::Cpu => RuleThresholds {
+            RuleClass::Cpu => RuleThresholds {
                 skew_max_over_mean: RULE_SKEW_MAX_OVER_MEAN,
                 skew_min_max_row: RULE_SKEW_MIN_MAX_ROW,
                 serial_below: RULE_SERIAL_BELOW,
                 vector_from: RULE_VECTOR_FROM,
             },
-            DeviceClass::Gpu => RuleThresholds {
+            RuleClass::Gpu => RuleThresholds {
                 skew_max_over_mean: 8.0,
                 skew_min_max_row: 512.0,
                 serial_below: 2.0,
@@ -116,11 +116,11 @@ fn test(steps: &mut Vec<Step>, f: &Features, feature: &str, threshold: f64) -> b
 
 /// The rule's kernel for a matrix on a CPU, and the tests that led to it.
 pub fn rule_kernel(f: &Features) -> (KernelId, Vec<Step>) {
-    rule_kernel_for(DeviceClass::Cpu, f)
+    rule_kernel_for(RuleClass::Cpu, f)
 }
 
 /// The rule's kernel for a matrix on a device class, and the tests that led to it.
-pub fn rule_kernel_for(class: DeviceClass, f: &Features) -> (KernelId, Vec<Step>) {
+pub fn rule_kernel_for(class: RuleClass, f: &Features) -> (KernelId, Vec<Step>) {
     let th = RuleThresholds::for_class(class);
     let mut steps = Vec::new();
     if !test(
@@ -154,18 +154,18 @@ pub fn rule_plan(f: &Features, row_ptr: &[u32]) -> Plan {
 }
 
 /// The rule's plan on a device class.
-pub fn rule_plan_for(class: DeviceClass, f: &Features, row_ptr: &[u32]) -> Plan {
+pub fn rule_plan_for(class: RuleClass, f: &Features, row_ptr: &[u32]) -> Plan {
     rule_prediction_for(class, f, row_ptr, false).plan
 }
 
 /// The rule's plan on a CPU with its binning, and its tests as an explanation when `explain`.
 pub fn rule_prediction(f: &Features, row_ptr: &[u32], explain: bool) -> Prediction {
-    rule_prediction_for(DeviceClass::Cpu, f, row_ptr, explain)
+    rule_prediction_for(RuleClass::Cpu, f, row_ptr, explain)
 }
 
 /// [`rule_prediction`] with the thresholds of a device class.
 pub fn rule_prediction_for(
-    class: DeviceClass,
+    class: RuleClass,
     f: &Features,
     row_ptr: &[u32],
     explain: bool,
@@ -246,7 +246,7 @@ mod tests {
     fn gpu_thresholds_differ_where_a_gpu_differs() {
         let gpu = |lens: &[u32]| {
             let a = matrix(lens);
-            rule_plan_for(DeviceClass::Gpu, &Features::of(&a), a.row_ptr()).kernels[0].1
+            rule_plan_for(RuleClass::Gpu, &Features::of(&a), a.row_ptr()).kernels[0].1
         };
         assert_eq!(gpu(&[1; 100]), KernelId::Serial);
         assert_eq!(gpu(&[3; 100]), KernelId::Subvector(4));
@@ -255,15 +255,15 @@ mod tests {
         lens.push(600);
         assert_eq!(gpu(&lens), KernelId::CsrAdaptive);
         assert_eq!(kernel_for(&lens), KernelId::Subvector(16));
-        assert_eq!(DeviceClass::from_kind("gpu"), DeviceClass::Gpu);
-        assert_eq!(DeviceClass::from_kind("cpu"), DeviceClass::Cpu);
+        assert_eq!(RuleClass::from_kind("gpu"), RuleClass::Gpu);
+        assert_eq!(RuleClass::from_kind("cpu"), RuleClass::Cpu);
         assert_eq!(
-            DeviceClass::guess("NVIDIA H100 80GB HBM3", "NVIDIA Corporation"),
-            DeviceClass::Gpu
+            RuleClass::guess("NVIDIA H100 80GB HBM3", "NVIDIA Corporation"),
+            RuleClass::Gpu
         );
         assert_eq!(
-            DeviceClass::guess("pthread-skylake-avx512-AMD EPYC", "AuthenticAMD"),
-            DeviceClass::Cpu
+            RuleClass::guess("pthread-skylake-avx512-AMD EPYC", "AuthenticAMD"),
+            RuleClass::Cpu
         );
     }
 

@@ -1,7 +1,8 @@
-//! One entry point for planning: a fitted model when one matches the device and
-//! precision, else the rule baseline, and a description of which was used.
+//! One entry point for planning: the closest usable model for the device and
+//! precision (see the match ladder in `matching`), else the rule baseline, and a
+//! description of which was used and why.
 
-use crate::{rule_prediction, Model, Prediction};
+use crate::{rule_prediction, Assessment, DeviceMatch, MatchLevel, Model, Prediction, Target};
 use serde::{Deserialize, Serialize};
 use sparse::Features;
 
@@ -15,6 +16,39 @@ pub enum Selector {
     Model(Model),
     /// The hand-written rule ([`crate::rule_plan`]).
     Rule,
+}
+
+/// The outcome of [`Selector::choose`]: the selector, which model it is, and how close.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// The chosen model, or the rule.
+    pub selector: Selector,
+    /// The model's position in the list given (`None` for the rule).
+    pub index: Option<usize>,
+    /// How close its device is to the target (`None` for the rule).
+    pub level: MatchLevel,
+    /// Why it was chosen, or why the rule plans.
+    pub reason: String,
+}
+
+fn rule_reason(assessed: &[Assessment], target: &Target) -> String {
+    let head = format!(
+        "no usable model for '{}' in {}; using the rule baseline",
+        target.device.name, target.precision
+    );
+    let why: Vec<&str> = assessed
+        .iter()
+        .filter(|a| !matches!(a, Assessment::OtherPrecision(_)))
+        .map(Assessment::reason)
+        .collect();
+    if why.is_empty() {
+        return format!(
+            "{head} (none of the {} models loaded is for {})",
+            assessed.len(),
+            target.precision
+        );
+    }
+    format!("{head} ({})", why.join("; "))
 }
 
 /// What a [`Selector`] is, for responses and logs.
@@ -33,25 +67,46 @@ pub struct SelectorInfo {
 }
 
 impl Selector {
-    /// The model for `device` and `precision` among `models` (see [`Model::matches`];
-    /// the most recently created on several matches, the first on equal dates), or
-    /// the rule when none matches.
-    pub fn choose(
-        models: impl IntoIterator<Item = Model>,
-        device: &str,
-        precision: &str,
-    ) -> Selector {
-        let mut best: Option<Model> = None;
-        for m in models.into_iter().filter(|m| m.matches(device, precision)) {
-            let newer = match &best {
+    /// The closest usable model for `target` among `models`, else the rule.
+    ///
+    /// Every model is assessed ([`Model::assess`]): another precision or an
+    /// unrelated device is not a candidate, other kernel sources are refused.
+    /// Among the usable ones the best rung wins ([`MatchLevel`]: exact, same
+    /// class, same type), then the higher rank on that rung, then the most
+    /// recently created, then the first given. With none, the rule baseline
+    /// plans and the reason summarises why each model was passed over.
+    pub fn choose(models: &[Model], target: &Target) -> Choice {
+        let assessed: Vec<Assessment> = models.iter().map(|m| m.assess(target)).collect();
+        let mut best: Option<(usize, &DeviceMatch)> = None;
+        for (i, a) in assessed.iter().enumerate() {
+            let Assessment::Usable(m) = a else { continue };
+            let better = match best {
                 None => true,
-                Some(b) => m.card.created > b.card.created,
+                Some((j, b)) => {
+                    (m.level, std::cmp::Reverse(m.rank)) < (b.level, std::cmp::Reverse(b.rank))
+                        || (m.level == b.level
+                            && m.rank == b.rank
+                            && models[i].card.created > models[j].card.created)
+                }
             };
-            if newer {
-                best = Some(m);
+            if better {
+                best = Some((i, m));
             }
         }
-        best.map_or(Selector::Rule, Selector::Model)
+        match best {
+            Some((i, m)) => Choice {
+                selector: Selector::Model(models[i].clone()),
+                index: Some(i),
+                level: m.level,
+                reason: m.reason.clone(),
+            },
+            None => Choice {
+                selector: Selector::Rule,
+                index: None,
+                level: MatchLevel::None,
+                reason: rule_reason(&assessed, target),
+            },
+        }
     }
 
     /// Plans a matrix (see [`Model::predict`]; the rule ignores `row_ptr` except to

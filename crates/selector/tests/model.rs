@@ -251,29 +251,59 @@ fn prediction_never_panics() {
     }
 }
 
+fn kernels() -> KernelSources {
+    KernelSources::of([("serial.cl", "kernel void serial() {}\n")])
+}
+
+/// A model trained on `device` (recorded on its card with the test kernels).
+fn trained_on(device: &DeviceIdentity, precision: &str) -> Model {
+    let mut m = model().clone();
+    m.card.precision = precision.into();
+    m.card.record_training(device, kernels());
+    m
+}
+
 #[test]
 fn selector_picks_the_matching_model_or_the_rule() {
-    let m = model().clone();
+    let dev = DeviceIdentity::new(" Test Device ", "Acme", "1.0", "cpu");
+    let m = trained_on(&dev, "f64");
     let mut older = m.clone();
     older.card.created = "2000-01-01".into();
-    let mut other = m.clone();
-    other.card.precision = "f32".into();
-    let s = Selector::choose(
-        vec![older.clone(), m.clone(), other.clone()],
-        " test device ",
-        "F64",
-    );
-    assert_eq!(s, Selector::Model(m.clone()));
-    let info = s.info();
+    let other = trained_on(&dev, "f32");
+    let ks = kernels();
+    let target = |precision| Target {
+        device: &dev,
+        precision,
+        kernels: &ks,
+    };
+    let c = Selector::choose(&[older.clone(), m.clone(), other.clone()], &target("F64"));
+    assert_eq!(c.selector, Selector::Model(m.clone()));
+    assert_eq!((c.index, c.level), (Some(1), MatchLevel::Exact));
+    let info = c.selector.info();
     assert_eq!(info.kind, "model");
     assert_eq!(info.id.as_deref(), Some(m.id().as_str()));
     assert_eq!(info.precision.as_deref(), Some("f64"));
-    assert_eq!(
-        Selector::choose(vec![other.clone()], "Test Device", "f32"),
-        Selector::Model(other)
+    let c = Selector::choose(std::slice::from_ref(&other), &target("f32"));
+    assert_eq!(c.selector, Selector::Model(other));
+    let gpu = DeviceIdentity::new("Another GPU", "Acme", "1.0", "gpu");
+    let r = Selector::choose(
+        std::slice::from_ref(&m),
+        &Target {
+            device: &gpu,
+            precision: "f64",
+            kernels: &ks,
+        },
     );
-    let r = Selector::choose(vec![m.clone()], "Another GPU", "f64");
-    assert_eq!(r, Selector::Rule);
+    assert_eq!(
+        (r.selector.clone(), r.level),
+        (Selector::Rule, MatchLevel::None)
+    );
+    assert!(
+        r.reason.contains("rule baseline") && r.reason.contains("gpu"),
+        "{}",
+        r.reason
+    );
+    let r = r.selector;
     assert_eq!(r.info().kind, "rule");
     assert!(r.info().id.is_none());
     let a = common::csr_from_lengths(&[2; 50]);

@@ -5,9 +5,9 @@
 //! belongs to the key that uploaded it and is invisible (404) to every other,
 //! and only keys marked `contribute` feed served matrices to retraining.
 //!
-//! Keys are compared by their SHA-256 digests, so the comparison time does not
+//! Keys are compared by their BLAKE3 digests, so the comparison time does not
 //! depend on how much of a guessed key is right. Matrix ids are a keyed hash of
-//! the owner and the content (a per-service secret), so an id cannot be
+//! the owner and the content (BLAKE3 keyed by a per-service secret), so an id cannot be
 //! derived from a matrix's content alone.
 
 use crate::error::ApiError;
@@ -15,7 +15,6 @@ use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -51,7 +50,7 @@ struct KeyEntry {
     contribute: bool,
 }
 
-/// The configured keys, by the SHA-256 digest of the key text.
+/// The configured keys, by the BLAKE3 digest of the key text.
 #[derive(Debug, Clone, Default)]
 pub struct Keys {
     by_digest: HashMap<[u8; 32], KeyEntry>,
@@ -79,7 +78,7 @@ pub enum KeysError {
 }
 
 fn digest(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
+    *blake3::hash(key.as_bytes()).as_bytes()
 }
 
 impl Keys {
@@ -209,12 +208,11 @@ pub async fn authenticate(
 /// The id of a matrix for an owner: a keyed hash of the service secret, the
 /// owner and the content hash, as 64 hex digits.
 pub fn matrix_id(secret: &[u8; 32], owner: &str, content_hash: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(secret);
-    h.update((owner.len() as u64).to_le_bytes());
+    let mut h = blake3::Hasher::new_keyed(secret);
+    h.update(&(owner.len() as u64).to_le_bytes());
     h.update(owner.as_bytes());
     h.update(content_hash.as_bytes());
-    hex::encode(h.finalize())
+    h.finalize().to_hex().to_string()
 }
 
 #[cfg(test)]

@@ -1,18 +1,24 @@
-//! Model choice and planning: the models of the models folder, the one matching
-//! the device and each precision, the rule baseline otherwise, and the JSON view
-//! of a plan (scheme, bins with their rows, nonzeros and kernel).
+//! Model choice and planning: the models of the models folder, the closest usable
+//! one for the device and each precision (exact device, same architecture class,
+//! same device type; see `selector::match_device`), the rule baseline otherwise,
+//! and the JSON view of a plan (scheme, bins with their rows, nonzeros and kernel).
+//! Nothing sent to clients carries an absolute file-system path: files are named
+//! by their file name only.
 
 use crate::input::Precision;
-use selector::{Explanation, Model, Prediction, Selector, SelectorInfo};
+use selector::{
+    Assessment, DeviceIdentity, Explanation, KernelSources, MatchLevel, Model, ModelsDir,
+    Prediction, Selector, SelectorError, Target,
+};
 use serde::Serialize;
 use sparse::{Binning, Features, Plan, Scheme};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A model file found in the models folder.
 #[derive(Debug, Clone, Serialize)]
 pub struct ModelFile {
-    /// The file.
-    pub path: String,
+    /// The file's name (no folder).
+    pub file: String,
     /// The model's content id, when it loaded.
     pub id: Option<String>,
     /// Its device, when it loaded.
@@ -23,9 +29,16 @@ pub struct ModelFile {
     pub created: Option<String>,
     /// Its corpus.
     pub corpus: Option<String>,
+    /// How close its device is to this service's (`none` when unusable here).
+    #[serde(rename = "match")]
+    pub match_level: Option<MatchLevel>,
+    /// Why it is usable or not here (a refusal names the differing kernel files).
+    pub match_reason: Option<String>,
+    /// True when it was refused (kernel sources differ from the ones this service runs).
+    pub refused: bool,
     /// Why it could not be loaded.
     pub error: Option<String>,
-    /// Whether the server uses it (it matches the device and its precision).
+    /// Whether the server uses it (it is the closest usable model for its precision).
     pub in_use: bool,
 }
 
@@ -36,13 +49,21 @@ pub struct ModelUsed {
     pub kind: String,
     /// The model's content id (`rule` for the baseline).
     pub id: String,
+    /// The model's file name (`None` for the rule or a model given directly).
+    pub file: Option<String>,
     /// The model's device (`None` for the rule).
     pub device: Option<String>,
     /// The model's precision (`None` for the rule).
     pub precision: Option<String>,
     /// The model's creation date.
     pub created: Option<String>,
-    /// True when no model matched and the rule baseline was used instead.
+    /// How close the model's device is to this one: `exact`, `same_class`,
+    /// `same_type`, or `none` for the rule.
+    #[serde(rename = "match")]
+    pub match_level: MatchLevel,
+    /// Why this model (or the rule) plans, in a sentence.
+    pub match_reason: String,
+    /// True when no model is usable and the rule baseline was used instead.
     pub fallback: bool,
     /// Why the rule was used, when it was.
     pub reason: Option<String>,
@@ -50,61 +71,160 @@ pub struct ModelUsed {
 
 /// The selectors in use, one per precision.
 pub struct Planner {
-    folder: PathBuf,
+    folder: String,
+    found: &'static str,
     device: Option<String>,
     files: Vec<ModelFile>,
     f32: (Selector, ModelUsed),
     f64: (Selector, ModelUsed),
 }
 
-fn used(sel: &Selector, info: SelectorInfo, reason: Option<String>) -> ModelUsed {
-    let fallback = matches!(sel, Selector::Rule);
+/// The kernel sources this build runs (embedded in the engine).
+pub fn kernel_sources() -> KernelSources {
+    KernelSources::of(engine::kernels::SOURCES)
+}
+
+/// The last component of a path, for responses sent to clients (a relative path
+/// without one, such as `.`, as it is; an absolute one never).
+fn file_name(p: &Path) -> String {
+    match p.file_name() {
+        Some(n) => n.to_string_lossy().into_owned(),
+        None if p.is_relative() => p.display().to_string(),
+        None => "(unnamed)".into(),
+    }
+}
+
+/// A load error as sent to clients: an I/O error names the file only.
+fn load_error(e: &SelectorError) -> String {
+    match e {
+        SelectorError::Io { path, source } => format!("{}: {source}", file_name(path)),
+        other => other.to_string(),
+    }
+}
+
+/// One precision's choice among `models` (named by `names`).
+fn pick(
+    models: &[Model],
+    names: &[String],
+    device: Option<&DeviceIdentity>,
+    kernels: &KernelSources,
+    p: Precision,
+) -> (Selector, ModelUsed) {
+    let Some(device) = device else {
+        let reason =
+            format!("no OpenCL device, so no model can match; using the rule baseline for {p}");
+        return (Selector::Rule, rule_used(reason));
+    };
+    let target = Target {
+        device,
+        precision: p.name(),
+        kernels,
+    };
+    let c = Selector::choose(models, &target);
+    let used = match (&c.selector, c.index) {
+        (Selector::Model(m), Some(i)) => ModelUsed {
+            kind: "model".into(),
+            id: m.id(),
+            file: names.get(i).cloned(),
+            device: Some(m.card.device.clone()),
+            precision: Some(m.card.precision.clone()),
+            created: Some(m.card.created.clone()),
+            match_level: c.level,
+            match_reason: c.reason.clone(),
+            fallback: false,
+            reason: None,
+        },
+        _ => rule_used(c.reason.clone()),
+    };
+    (c.selector, used)
+}
+
+fn rule_used(reason: String) -> ModelUsed {
     ModelUsed {
-        kind: info.kind,
-        id: info.id.unwrap_or_else(|| "rule".into()),
-        device: info.device,
-        precision: info.precision,
-        created: info.created,
-        fallback,
-        reason: if fallback { reason } else { None },
+        kind: "rule".into(),
+        id: "rule".into(),
+        file: None,
+        device: None,
+        precision: None,
+        created: None,
+        match_level: MatchLevel::None,
+        match_reason: reason.clone(),
+        fallback: true,
+        reason: Some(reason),
+    }
+}
+
+/// What /models says of a model that loaded.
+fn describe(
+    name: String,
+    m: &Model,
+    device: Option<&DeviceIdentity>,
+    kernels: &KernelSources,
+) -> ModelFile {
+    let a = device.map(|d| {
+        m.assess(&Target {
+            device: d,
+            precision: &m.card.precision,
+            kernels,
+        })
+    });
+    ModelFile {
+        file: name,
+        id: Some(m.id()),
+        device: Some(m.card.device.clone()),
+        precision: Some(m.card.precision.clone()),
+        created: Some(m.card.created.clone()),
+        corpus: Some(m.card.corpus.clone()),
+        match_level: Some(a.as_ref().map_or(MatchLevel::None, Assessment::level)),
+        match_reason: Some(a.as_ref().map_or_else(
+            || "no OpenCL device to match against".to_string(),
+            |a| a.reason().to_string(),
+        )),
+        refused: matches!(a, Some(Assessment::Refused(_))),
+        error: None,
+        in_use: false,
     }
 }
 
 impl Planner {
-    /// Loads the models of `folder` (a missing folder or bad files are reported in
-    /// [`Planner::files`] and the log, never fatal) and picks, for each precision,
-    /// the model matching `device` (the OpenCL device name), else the rule.
-    pub fn load(folder: &Path, device: Option<&str>) -> Planner {
-        let mut models = Vec::new();
-        let mut files = Vec::new();
-        match selector::load_models_dir(folder) {
+    /// Loads the models of `folder` (taken as it is; see [`Planner::load_found`]).
+    pub fn load(folder: &Path, device: Option<&DeviceIdentity>) -> Planner {
+        let dir = ModelsDir {
+            path: folder.to_path_buf(),
+            found: "as given",
+        };
+        Planner::load_found(&dir, device)
+    }
+
+    /// Loads the models of the folder `dir` (a missing folder or bad files are
+    /// reported in [`Planner::files`] and the log, never fatal) and picks, for each
+    /// precision, the closest usable model for `device`, else the rule.
+    pub fn load_found(dir: &ModelsDir, device: Option<&DeviceIdentity>) -> Planner {
+        let kernels = kernel_sources();
+        let (mut models, mut names, mut files) = (Vec::new(), Vec::new(), Vec::new());
+        match selector::load_models_dir(&dir.path) {
             Ok(entries) => {
                 for (path, res) in entries {
-                    let path_s = path.display().to_string();
+                    let name = file_name(&path);
                     match res {
                         Ok(m) => {
-                            files.push(ModelFile {
-                                path: path_s,
-                                id: Some(m.id()),
-                                device: Some(m.card.device.clone()),
-                                precision: Some(m.card.precision.clone()),
-                                created: Some(m.card.created.clone()),
-                                corpus: Some(m.card.corpus.clone()),
-                                error: None,
-                                in_use: false,
-                            });
+                            files.push(describe(name.clone(), &m, device, &kernels));
                             models.push(m);
+                            names.push(name);
                         }
                         Err(e) => {
-                            tracing::warn!(file = %path_s, error = %e, "skipping a model file that does not load");
+                            tracing::warn!(file = %name, error = %e, "skipping a model file that does not load");
                             files.push(ModelFile {
-                                path: path_s,
+                                file: name,
                                 id: None,
                                 device: None,
                                 precision: None,
                                 created: None,
                                 corpus: None,
-                                error: Some(e.to_string()),
+                                match_level: None,
+                                match_reason: None,
+                                refused: false,
+                                error: Some(load_error(&e)),
                                 in_use: false,
                             });
                         }
@@ -112,46 +232,37 @@ impl Planner {
                 }
             }
             Err(e) => {
-                tracing::warn!(folder = %folder.display(), error = %e, "no models folder; planning with the rule baseline")
+                tracing::warn!(folder = %dir.path.display(), error = %e, "no models folder; planning with the rule baseline")
             }
         }
-        let pick = |p: Precision| -> (Selector, ModelUsed) {
-            let sel = match device {
-                Some(d) => Selector::choose(models.iter().cloned(), d, p.name()),
-                None => Selector::Rule,
-            };
-            let reason = match device {
-                Some(d) => format!(
-                    "no model in {} matches device '{d}' and precision {p}; using the rule baseline",
-                    folder.display()
-                ),
-                None => format!("no OpenCL device, so no model can match; using the rule baseline for {p}"),
-            };
-            let info = sel.info();
-            let u = used(&sel, info, Some(reason));
-            (sel, u)
-        };
-        let f32 = pick(Precision::F32);
-        let f64 = pick(Precision::F64);
+        let f32 = pick(&models, &names, device, &kernels, Precision::F32);
+        let f64 = pick(&models, &names, device, &kernels, Precision::F64);
         for f in &mut files {
             f.in_use = f.id.is_some()
                 && (f.id.as_deref() == Some(&f32.1.id) || f.id.as_deref() == Some(&f64.1.id));
         }
         for (p, (_, u)) in [(Precision::F32, &f32), (Precision::F64, &f64)] {
-            tracing::info!(precision = %p, kind = %u.kind, id = %u.id, "plan selector");
+            tracing::info!(precision = %p, kind = %u.kind, id = %u.id,
+                r#match = u.match_level.as_str(), reason = %u.match_reason, "plan selector");
         }
         Planner {
-            folder: folder.to_path_buf(),
-            device: device.map(str::to_string),
+            folder: file_name(&dir.path),
+            found: dir.found,
+            device: device.map(|d| d.name.clone()),
             files,
             f32,
             f64,
         }
     }
 
-    /// The models folder.
-    pub fn folder(&self) -> &Path {
+    /// The models folder's name (its last component only).
+    pub fn folder(&self) -> &str {
         &self.folder
+    }
+
+    /// How the models folder was found (`working directory`, ...).
+    pub fn found(&self) -> &'static str {
+        self.found
     }
 
     /// The device models are matched against.
@@ -193,27 +304,21 @@ impl Planner {
     }
 
     /// A planner with the rule only (for tests and a server without models).
-    pub fn rule_only(device: Option<&str>) -> Planner {
+    pub fn rule_only(device: Option<&DeviceIdentity>) -> Planner {
         Planner::load(Path::new("/nonexistent-models-folder"), device)
     }
 
-    /// Loads a model list directly (for tests).
-    pub fn from_models(models: Vec<Model>, device: &str) -> Planner {
-        let pick = |p: Precision| {
-            let sel = Selector::choose(models.iter().cloned(), device, p.name());
-            let reason = format!(
-                "no model matches device '{device}' and precision {p}; using the rule baseline"
-            );
-            let info = sel.info();
-            let u = used(&sel, info, Some(reason));
-            (sel, u)
-        };
+    /// Loads a model list directly (for tests); the files are named `model-<i>`.
+    pub fn from_models(models: Vec<Model>, device: &DeviceIdentity) -> Planner {
+        let kernels = kernel_sources();
+        let names: Vec<String> = (0..models.len()).map(|i| format!("model-{i}")).collect();
         Planner {
-            folder: PathBuf::new(),
-            device: Some(device.to_string()),
+            folder: String::new(),
+            found: "given",
+            device: Some(device.name.clone()),
             files: Vec::new(),
-            f32: pick(Precision::F32),
-            f64: pick(Precision::F64),
+            f32: pick(&models, &names, Some(device), &kernels, Precision::F32),
+            f64: pick(&models, &names, Some(device), &kernels, Precision::F64),
         }
     }
 }

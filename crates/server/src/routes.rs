@@ -141,7 +141,8 @@ pub async fn device(State(s): State<AppState>) -> Json<Value> {
 pub async fn models(State(s): State<AppState>) -> Json<Value> {
     let p = s.planner();
     Json(json!({
-        "folder": p.folder().display().to_string(),
+        "folder": p.folder(),
+        "found": p.found(),
         "device": p.device(),
         "in_use": {
             "f32": p.used(Precision::F32),
@@ -820,6 +821,7 @@ pub async fn spmv(
         put("x-gbps", gbps.to_string());
         put("x-plan-scheme", planned.plan.scheme.to_string());
         put("x-model", planned.model.id.clone());
+        put("x-model-match", planned.model.match_level.as_str().into());
         if let Some(v) = &verify {
             put("x-verified", v["ok"].to_string());
         }

@@ -88,6 +88,12 @@ impl DeviceState {
         self.info().map(|i| i.name.as_str())
     }
 
+    /// The device as the model selector matches it (name, vendor, driver, type).
+    pub fn identity(&self) -> Option<selector::DeviceIdentity> {
+        self.info()
+            .map(|i| selector::DeviceIdentity::new(&i.name, &i.vendor, &i.driver, &i.kind))
+    }
+
     fn require(&self) -> Result<Arc<Engine>, ApiError> {
         self.engine.clone().ok_or_else(|| {
             ApiError::NoDevice(
@@ -331,7 +337,11 @@ impl AppState {
                 .await
                 .context("opening the OpenCL device")?
         };
-        let planner = Planner::load(&config.models, device.name());
+        // A relative models folder (the default `models`) is found from the working
+        // directory or the executable, so the service starts from any folder.
+        let models = selector::ModelsDir::search(&config.models);
+        tracing::info!(folder = %models.path.display(), found = models.found, "models folder");
+        let planner = Planner::load_found(&models, device.identity().as_ref());
         let store = if config.no_database {
             None
         } else {
@@ -657,8 +667,12 @@ impl AppState {
 fn id_secret(config: &Config) -> anyhow::Result<[u8; 32]> {
     match &config.id_secret {
         Some(h) => {
-            let v = hex::decode(h.trim())
-                .map_err(|e| anyhow::anyhow!("--id-secret is not hex: {e}"))?;
+            let h = h.trim();
+            let v: Vec<u8> = (0..h.len() / 2)
+                .map(|i| h.get(2 * i..2 * i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+                .collect::<Option<_>>()
+                .filter(|_| h.len() % 2 == 0)
+                .ok_or_else(|| anyhow::anyhow!("--id-secret is not hex"))?;
             v.try_into().map_err(|v: Vec<u8>| {
                 anyhow::anyhow!(
                     "--id-secret must be 32 bytes (64 hex digits), not {}",

@@ -1,7 +1,6 @@
 //! The compressed sparse row matrix type, validated once at construction.
 
 use crate::{Scalar, SparseError};
-use sha2::{Digest, Sha256};
 
 /// Largest row count, column count and nonzero count a matrix may have, so that
 /// every index fits the signed 32-bit `int` the OpenCL kernels use.
@@ -310,27 +309,40 @@ impl<T: Scalar> Csr<T> {
         (self.row_ptr.len() + self.col_idx.len()) * 4 + self.values.len() * T::BYTES
     }
 
-    /// A content hash (hex SHA-256) of the dimensions, pattern and values as `f64`,
+    /// A content id: the hex BLAKE3 hash of the dimensions (`u64`), the row
+    /// pointer and column indices (`u32`) and the values as `f64`, all little-endian,
     /// so that the same matrix has the same id whatever precision it was read in.
+    /// The bytes are fed in blocks, not element by element (BLAKE3 is fast on
+    /// long inputs; a 10M-nonzero matrix hashes in tens of milliseconds).
     pub fn content_hash(&self) -> String {
-        let mut h = Sha256::new();
-        h.update((self.nrows as u64).to_le_bytes());
-        h.update((self.ncols as u64).to_le_bytes());
-        for p in &self.row_ptr {
-            h.update(p.to_le_bytes());
-        }
-        for c in &self.col_idx {
-            h.update(c.to_le_bytes());
-        }
-        for v in &self.values {
-            h.update(v.to_f64().to_le_bytes());
-        }
-        hex::encode(h.finalize())
+        let mut h = blake3::Hasher::new();
+        h.update(&(self.nrows as u64).to_le_bytes());
+        h.update(&(self.ncols as u64).to_le_bytes());
+        hash_blocks(&mut h, &self.row_ptr, |p| p.to_le_bytes());
+        hash_blocks(&mut h, &self.col_idx, |c| c.to_le_bytes());
+        hash_blocks(&mut h, &self.values, |v| v.to_f64().to_le_bytes());
+        h.finalize().to_hex().to_string()
     }
 
     /// Row lengths, one per row.
     pub fn row_lengths(&self) -> impl Iterator<Item = usize> + '_ {
         self.row_ptr.windows(2).map(|w| (w[1] - w[0]) as usize)
+    }
+}
+
+/// Feeds `items` to `h` as their byte encodings, through a fixed buffer.
+fn hash_blocks<E: Copy, const N: usize>(
+    h: &mut blake3::Hasher,
+    items: &[E],
+    bytes: impl Fn(E) -> [u8; N],
+) {
+    let mut buf = Vec::with_capacity(N * 8192);
+    for chunk in items.chunks(8192) {
+        buf.clear();
+        for &e in chunk {
+            buf.extend_from_slice(&bytes(e));
+        }
+        h.update(&buf);
     }
 }
 
@@ -409,6 +421,27 @@ mod tests {
             Csr::<f64>::from_triplets(1, 1, &[1], &[0], &[1.0]),
             Err(SparseError::RowOutOfRange { row: 1, nrows: 1 })
         ));
+    }
+
+    #[test]
+    fn content_hash_is_blake3_of_the_documented_bytes() {
+        let a =
+            Csr::<f64>::from_triplets(2, 3, &[0, 1, 1], &[2, 0, 1], &[1.5, -2.0, 0.25]).unwrap();
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&2u64.to_le_bytes());
+        bytes.extend_from_slice(&3u64.to_le_bytes());
+        for p in [0u32, 1, 3] {
+            bytes.extend_from_slice(&p.to_le_bytes());
+        }
+        for c in [2u32, 0, 1] {
+            bytes.extend_from_slice(&c.to_le_bytes());
+        }
+        for v in [1.5f64, -2.0, 0.25] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        let want = blake3::hash(&bytes).to_hex().to_string();
+        assert_eq!(a.content_hash(), want);
+        assert_eq!(want.len(), 64);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::label::{test_vector, Labeller, MatrixLabels};
 use crate::report;
 use anyhow::Result;
 use engine::DeviceScalar;
-use selector::{DeviceClass, Model};
+use selector::{RuleClass, Model};
 use serde::Serialize;
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::collections::HashMap;
@@ -85,7 +85,7 @@ impl EvalRow {
 /// Evaluates one matrix. `labels` are its exhaustive labels in this precision.
 pub async fn evaluate_matrix<T: DeviceScalar>(
     lab: &Labeller<'_>,
-    class: DeviceClass,
+    class: RuleClass,
     model: &Model,
     name: &str,
     source: &str,
@@ -199,7 +199,7 @@ fn stage2_hits(labels: &MatrixLabels, plan: &Plan) -> (usize, usize) {
 /// times ([`crate::pipeline::estimate_plan_ms`]); a single kernel's is its stored
 /// whole-plan time, else its time on the single-bin scheme's bin.
 pub fn evaluate_stored<T: sparse::Scalar>(
-    class: DeviceClass,
+    class: RuleClass,
     model: &Model,
     name: &str,
     source: &str,

@@ -10,7 +10,7 @@ use crate::peers::{self, CusparseTable};
 use crate::pipeline::{self, Labelled};
 use crate::split::Side;
 use anyhow::{bail, Result};
-use selector::{DeviceClass, Model};
+use selector::{RuleClass, Model};
 use std::path::{Path, PathBuf};
 use store::{DeviceId, ModelRecord, Precision, Store};
 
@@ -34,8 +34,10 @@ pub struct Finish<'a> {
     pub seed: u64,
     /// Device name the model is for.
     pub device: String,
+    /// The device as the model card records it (name, vendor, driver, type).
+    pub identity: selector::DeviceIdentity,
     /// Device class (the rule baseline's thresholds).
-    pub class: DeviceClass,
+    pub class: RuleClass,
     /// Measured copy bandwidth of the device, GB/s.
     pub copy_gbps: Option<f64>,
     /// cuSPARSE figures, when given.
@@ -84,6 +86,12 @@ impl Finish<'_> {
         let fitted =
             pipeline::fit_precision(&train, &self.device, precision, &self.corpus, self.seed)?;
         let mut model = fitted.model;
+        // The card says which device, driver and kernel sources the labels were
+        // measured with, so a service can match devices and refuse other kernels.
+        model.card.record_training(
+            &self.identity,
+            selector::KernelSources::of(engine::kernels::SOURCES),
+        );
         let t0 = std::time::Instant::now();
         let mut rows = self.evaluate(ev, &model, &test, precision).await?;
         peers::annotate(&mut rows, precision, self.copy_gbps, self.cusparse.as_ref());

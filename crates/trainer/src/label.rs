@@ -10,7 +10,6 @@ use engine::{DeviceScalar, Engine, LaunchMode};
 use rand::{Rng, SeedableRng};
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
 use store::{
     DeviceId, FeatureVector, MatrixId, MatrixRecord, MeasurementKey, NewMeasurement, PlanRecord,
     Precision, RunId, Store, Target,
@@ -139,23 +138,22 @@ pub fn kernel_order() -> Vec<KernelId> {
     v
 }
 
-/// A bin's rows: (hash, row count).
-type RowsSig = (u64, usize);
+/// A bin's rows as a key: the BLAKE3 hash of its row ranges and its row count.
+type RowsSignature = ([u8; 32], usize);
 
-/// A stored timing: (median ms, spread ms, repetitions).
-type Timing = (f64, f64, u32);
-
-/// A hash of the rows of a bin: bins of different schemes with the same rows run
-/// the same launches, so their timings are shared instead of measured twice.
-fn rows_signature(b: &Binning, bin: usize) -> (u64, usize) {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+/// A BLAKE3 hash of the row ranges of a bin, and its row count: bins of different
+/// schemes with the same rows run the same launches, so their timings are shared
+/// instead of measured twice. 256 bits, so two different row sets never share a key.
+fn rows_signature(b: &Binning, bin: usize) -> RowsSignature {
+    let mut h = blake3::Hasher::new();
     let mut n = 0usize;
     for &f in &b.bins[bin] {
         let end = (f as usize + b.u).min(b.nrows);
-        (f, end).hash(&mut h);
+        h.update(&u64::from(f).to_le_bytes());
+        h.update(&(end as u64).to_le_bytes());
         n += end - f as usize;
     }
-    (h.finish(), n)
+    (*h.finalize().as_bytes(), n)
 }
 
 impl Labeller<'_> {
@@ -227,7 +225,7 @@ impl Labeller<'_> {
             .with_context(|| format!("uploading {name}"))?;
         let x = test_vector::<T>(a.ncols());
         let kernels = kernel_order();
-        let mut by_rows: HashMap<(RowsSig, KernelId), Timing> = HashMap::new();
+        let mut by_rows: HashMap<(RowsSignature, KernelId), (f64, f64, u32)> = HashMap::new();
         let mut out = MatrixLabels {
             matrix,
             name: name.to_string(),

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
-use selector::DeviceClass;
+use selector::RuleClass;
 use std::path::PathBuf;
 use store::Precision;
 use trainer::corpus::{self, CorpusOptions, Manifest};
@@ -174,8 +174,8 @@ impl Common {
         &self,
         manifest: &Manifest,
         items: &'a [corpus::Item],
-        device: &str,
-        class: DeviceClass,
+        identity: selector::DeviceIdentity,
+        class: RuleClass,
         copy_gbps: Option<f64>,
         card_extra: serde_json::Value,
         default_out: PathBuf,
@@ -202,7 +202,8 @@ impl Common {
                 composition(items)
             ),
             seed,
-            device: device.to_string(),
+            device: identity.name.clone(),
+            identity,
             class,
             copy_gbps,
             cusparse,
@@ -321,8 +322,8 @@ async fn run(c: &Common) -> Result<()> {
     let fin = c.finish(
         &manifest,
         &items,
-        &info.name,
-        DeviceClass::from_kind(&info.kind),
+        identity(&info),
+        RuleClass::from_kind(&info.kind),
         copy_gbps,
         serde_json::json!({"labelling_seconds": lc.seconds}),
         pipeline::default_report_dir(),
@@ -359,8 +360,8 @@ async fn fit_from_db(c: &Common, db: &str, device_name: Option<&str>) -> Result<
     let (manifest, items) = c.corpus()?;
     let rec = &dev.record;
     let class = match c.device_class.as_deref() {
-        Some(k) => DeviceClass::from_kind(k),
-        None => DeviceClass::guess(&rec.name, &rec.vendor),
+        Some(k) => RuleClass::from_kind(k),
+        None => RuleClass::guess(&rec.name, &rec.vendor),
     };
     eprintln!(
         "trainer fit: device '{}' ({:?}, copy bandwidth {}) from {db}; no device is used: held-out matrices are evaluated from stored measurements",
@@ -368,10 +369,14 @@ async fn fit_from_db(c: &Common, db: &str, device_name: Option<&str>) -> Result<
         class,
         rec.copy_bandwidth_gbps.map_or("unknown".into(), |b| format!("{b:.1} GB/s"))
     );
+    let kind = match class {
+        RuleClass::Gpu => "gpu",
+        RuleClass::Cpu => "cpu",
+    };
     let fin = c.finish(
         &manifest,
         &items,
-        &rec.name,
+        selector::DeviceIdentity::new(&rec.name, &rec.vendor, &rec.driver, kind),
         class,
         rec.copy_bandwidth_gbps,
         serde_json::json!({"fitted_from_database": true}),
@@ -427,6 +432,16 @@ fn summary_json(
     v
 }
 
+/// The device as the selector matches it.
+fn identity(info: &engine::DeviceInfo) -> selector::DeviceIdentity {
+    selector::DeviceIdentity::new(&info.name, &info.vendor, &info.driver, &info.kind)
+}
+
+/// The kernel sources this build runs (embedded in the engine).
+fn kernel_sources() -> selector::KernelSources {
+    selector::KernelSources::of(engine::kernels::SOURCES)
+}
+
 async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
     let model = selector::Model::load(model_path)
         .with_context(|| format!("loading model {}", model_path.display()))?;
@@ -443,12 +458,21 @@ async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
         bail!("no .mtx or .mtx.gz files in {}", dir.display());
     }
     let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
-    if !model.matches(&env.engine.info().name, precision.as_str()) {
+    let here = identity(env.engine.info());
+    let m = selector::match_device(&model.card.identity(), &here);
+    if m.level != selector::MatchLevel::Exact {
         eprintln!(
-            "evaluate: note: the model was trained on '{}', this device is '{}'",
-            model.card.device,
-            env.engine.info().name
+            "evaluate: note: match {} for this device: {}",
+            m.level.as_str(),
+            m.reason
         );
+    }
+    if let selector::Assessment::Refused(r) = model.assess(&selector::Target {
+        device: &here,
+        precision: precision.as_str(),
+        kernels: &kernel_sources(),
+    }) {
+        eprintln!("evaluate: note: a service would refuse this model: {r}");
     }
     let opts = c.label_options();
     let lc = pipeline::label_corpus(
@@ -465,8 +489,8 @@ async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
         Precision::F64 => lc.f64.iter().collect(),
     };
     let class = match c.device_class.as_deref() {
-        Some(k) => DeviceClass::from_kind(k),
-        None => DeviceClass::from_kind(&env.engine.info().kind),
+        Some(k) => RuleClass::from_kind(k),
+        None => RuleClass::from_kind(&env.engine.info().kind),
     };
     let mut rows =
         pipeline::evaluate_labelled(&env, class, &model, &items, &labelled, precision, &opts)

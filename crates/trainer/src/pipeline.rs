@@ -404,7 +404,7 @@ pub fn fit_precision(
 /// Evaluates `model` on labelled matrices (all timed in this run) and returns the rows.
 pub async fn evaluate_labelled(
     env: &Env,
-    class: selector::DeviceClass,
+    class: selector::RuleClass,
     model: &Model,
     items: &[Item],
     labelled: &[&Labelled],

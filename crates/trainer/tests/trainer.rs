@@ -199,7 +199,7 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
         lc.f64.iter().filter(|l| items[l.item].is_real()).collect();
     let rows = pipeline::evaluate_labelled(
         &env,
-        selector::DeviceClass::from_kind(&env.engine.info().kind),
+        selector::RuleClass::from_kind(&env.engine.info().kind),
         &loaded,
         &items,
         &real,

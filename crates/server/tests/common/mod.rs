@@ -75,7 +75,16 @@ pub async fn test_app_with(flags: &[&str], device: DeviceState) -> (Router, AppS
     } else {
         device
     };
-    let planner = Planner::load(&models_dir(), device.name());
+    let planner = Planner::load(&models_dir(), device.identity().as_ref());
+    app_with_planner(cfg, device, planner).await
+}
+
+/// An app on the given device and planner, with an in-memory database.
+pub async fn app_with_planner(
+    cfg: Config,
+    device: DeviceState,
+    planner: Planner,
+) -> (Router, AppState) {
     let store = store::Store::open_in_memory()
         .await
         .expect("in-memory database");

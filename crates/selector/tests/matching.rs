@@ -1,0 +1,290 @@
+//! The match ladder on real model files: the shipped CPU models serve their own
+//! device exactly, another PoCL CPU of the same class whatever its vendor, never
+//! a GPU; the closest rung wins over a newer model; other kernel sources are
+//! refused; a card written before the new fields loads as legacy with a reason.
+
+use selector::*;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The kernel sources in the repository's `kernels/` folder, every `*.cl` file.
+fn repo_kernels() -> KernelSources {
+    let mut texts = Vec::new();
+    for e in std::fs::read_dir(repo().join("kernels")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "cl") {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            texts.push((name, std::fs::read_to_string(&p).unwrap()));
+        }
+    }
+    KernelSources::of(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())))
+}
+
+/// The shipped f64 CPU model (the test fails when `models/` has none: they ship with the repository).
+fn shipped_f64() -> Model {
+    load_models_dir(repo().join("models"))
+        .unwrap()
+        .into_iter()
+        .filter_map(|(_, m)| m.ok())
+        .find(|m| m.card.precision == "f64" && m.card.device.starts_with("pthread-"))
+        .expect("models/ ships a PoCL CPU model in f64")
+}
+
+fn cpu(name: &str, vendor: &str) -> DeviceIdentity {
+    DeviceIdentity::new(name, vendor, "3.1+debian", "cpu")
+}
+
+fn choose(models: &[Model], device: &DeviceIdentity, kernels: &KernelSources) -> Choice {
+    Selector::choose(
+        models,
+        &Target {
+            device,
+            precision: "f64",
+            kernels,
+        },
+    )
+}
+
+#[test]
+fn shipped_cards_record_the_kernels_of_this_repository() {
+    let m = shipped_f64();
+    let k = m
+        .card
+        .kernel_sources
+        .as_ref()
+        .expect("kernel hashes on the card");
+    assert_eq!(
+        k,
+        &repo_kernels(),
+        "kernels/ changed since the shipped models were trained (differing: {:?}); retrain them",
+        k.differing_files(&repo_kernels())
+    );
+    assert_eq!(m.card.device_type, Some(DeviceType::Cpu));
+}
+
+#[test]
+fn the_ladder_exact_same_class_same_type_none() {
+    let m = shipped_f64();
+    let ks = repo_kernels();
+    let own = m.card.identity();
+    let c = choose(std::slice::from_ref(&m), &own, &ks);
+    assert_eq!(
+        (c.level, c.index),
+        (MatchLevel::Exact, Some(0)),
+        "{}",
+        c.reason
+    );
+
+    // Another PoCL CPU with AVX-512, from another vendor: same class.
+    let xeon = cpu(
+        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
+        "GenuineIntel",
+    );
+    let c = choose(std::slice::from_ref(&m), &xeon, &ks);
+    assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
+    assert!(
+        c.reason.contains("same class") && c.reason.contains("avx512"),
+        "{}",
+        c.reason
+    );
+    // AVX2 is a compatible class; SSE only the same type.
+    let c = choose(
+        std::slice::from_ref(&m),
+        &cpu("pthread-znver3-AMD EPYC 7763", "AuthenticAMD"),
+        &ks,
+    );
+    assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
+    assert!(c.reason.contains("compatible class"), "{}", c.reason);
+    let c = choose(
+        std::slice::from_ref(&m),
+        &cpu("pthread-nehalem-Intel(R) Xeon(R) X5650", "GenuineIntel"),
+        &ks,
+    );
+    assert_eq!(c.level, MatchLevel::SameType, "{}", c.reason);
+    // Intel's own CPU runtime: no class known, still a CPU.
+    let c = choose(
+        std::slice::from_ref(&m),
+        &DeviceIdentity::new(
+            "Intel(R) Xeon(R) Platinum 8480+",
+            "Intel(R) Corporation",
+            "2024.18",
+            "cpu",
+        ),
+        &ks,
+    );
+    assert_eq!(c.level, MatchLevel::SameType, "{}", c.reason);
+
+    // A CPU model never plans for a GPU.
+    let h100 = DeviceIdentity::new(
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA Corporation",
+        "550.54",
+        "gpu",
+    );
+    let c = choose(std::slice::from_ref(&m), &h100, &ks);
+    assert_eq!((c.level, c.index), (MatchLevel::None, None));
+    assert_eq!(c.selector, Selector::Rule);
+    assert!(
+        c.reason.contains("rule baseline") && c.reason.contains("gpu"),
+        "{}",
+        c.reason
+    );
+}
+
+#[test]
+fn gpu_models_match_by_architecture() {
+    let ks = repo_kernels();
+    let mut h100 = shipped_f64();
+    h100.card.record_training(
+        &DeviceIdentity::new(
+            "NVIDIA H100 80GB HBM3",
+            "NVIDIA Corporation",
+            "550.54",
+            "gpu",
+        ),
+        ks.clone(),
+    );
+    let h200 = DeviceIdentity::new("NVIDIA H200", "NVIDIA Corporation", "560.35", "gpu");
+    let c = choose(std::slice::from_ref(&h100), &h200, &ks);
+    assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
+    assert!(c.reason.contains("hopper"), "{}", c.reason);
+    let a100 = DeviceIdentity::new(
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA Corporation",
+        "550.54",
+        "gpu",
+    );
+    assert_eq!(
+        choose(std::slice::from_ref(&h100), &a100, &ks).level,
+        MatchLevel::SameType
+    );
+    let epyc = cpu("pthread-skylake-avx512-AMD EPYC", "AuthenticAMD");
+    assert_eq!(choose(&[h100], &epyc, &ks).level, MatchLevel::None);
+}
+
+#[test]
+fn the_closest_rung_wins_over_a_newer_model() {
+    let ks = repo_kernels();
+    let base = shipped_f64();
+    let at = |name: &str, created: &str| {
+        let mut m = base.clone();
+        m.card
+            .record_training(&cpu(name, "GenuineIntel"), ks.clone());
+        m.card.created = created.into();
+        m
+    };
+    let target = cpu(
+        "pthread-skylake-avx512-Intel(R) Xeon(R) Gold",
+        "GenuineIntel",
+    );
+    let avx2 = at("pthread-haswell-Intel(R) Core(TM) i7", "2030-01-01");
+    let avx512 = at("pthread-icelake-server-Intel(R) Xeon(R)", "2020-01-01");
+    let exact = at("pthread-skylake-avx512-Intel(R) Xeon(R) Gold", "2019-01-01");
+    let sse = at("pthread-nehalem-Intel(R) Xeon(R)", "2031-01-01");
+    let models = [sse.clone(), avx2.clone(), avx512.clone(), exact];
+    let c = choose(&models, &target, &ks);
+    assert_eq!((c.level, c.index), (MatchLevel::Exact, Some(3)));
+    // Without the exact one: the identical SIMD class before the compatible one.
+    let c = choose(&models[..3], &target, &ks);
+    assert_eq!((c.level, c.index), (MatchLevel::SameClass, Some(2)));
+    let c = choose(&models[..2], &target, &ks);
+    assert_eq!((c.level, c.index), (MatchLevel::SameClass, Some(1)));
+    let c = choose(&models[..1], &target, &ks);
+    assert_eq!((c.level, c.index), (MatchLevel::SameType, Some(0)));
+}
+
+#[test]
+fn other_kernel_sources_are_refused_with_the_files_named() {
+    let m = shipped_f64();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for name in m.card.kernel_sources.as_ref().unwrap().files.keys() {
+        let text = std::fs::read_to_string(repo().join("kernels").join(name)).unwrap();
+        let text = if name == "merge_path.cl" {
+            text + "\n// changed\n"
+        } else {
+            text
+        };
+        texts.push((name.clone(), text));
+    }
+    let changed = KernelSources::of(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+    let own = m.card.identity();
+    let target = Target {
+        device: &own,
+        precision: "f64",
+        kernels: &changed,
+    };
+    match m.assess(&target) {
+        Assessment::Refused(r) => assert!(
+            r.contains("merge_path.cl") && !r.contains("serial.cl"),
+            "{r}"
+        ),
+        other => panic!("not refused: {other:?}"),
+    }
+    let c = Selector::choose(std::slice::from_ref(&m), &target);
+    assert_eq!(c.selector, Selector::Rule);
+    assert!(
+        c.reason.contains("refused") && c.reason.contains("merge_path.cl"),
+        "{}",
+        c.reason
+    );
+}
+
+#[test]
+fn a_legacy_card_loads_and_says_what_is_unknown() {
+    let m = shipped_f64();
+    let mut v: serde_json::Value = serde_json::from_str(&m.to_json_string()).unwrap();
+    let card = v["card"].as_object_mut().unwrap();
+    for k in ["vendor", "driver", "device_type", "kernel_sources"] {
+        card.remove(k);
+    }
+    let legacy = Model::from_json_str(&v.to_string()).expect("a legacy card still loads");
+    assert_eq!(legacy.card.unrecorded().len(), 4);
+    let ks = repo_kernels();
+    let xeon = cpu(
+        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
+        "GenuineIntel",
+    );
+    let c = choose(std::slice::from_ref(&legacy), &xeon, &ks);
+    assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
+    assert!(
+        c.reason.contains("older model file") && c.reason.contains("kernel source hashes"),
+        "{}",
+        c.reason
+    );
+    // The type of a legacy non-PoCL name is unknown: no rung without it.
+    let mut other = legacy.clone();
+    other.card.device = "Some Device".into();
+    assert_eq!(choose(&[other], &xeon, &ks).level, MatchLevel::None);
+}
+
+#[test]
+fn models_of_another_precision_are_not_candidates() {
+    let m = shipped_f64();
+    let own = m.card.identity();
+    let ks = repo_kernels();
+    let c = Selector::choose(
+        std::slice::from_ref(&m),
+        &Target {
+            device: &own,
+            precision: "f32",
+            kernels: &ks,
+        },
+    );
+    assert_eq!(c.selector, Selector::Rule);
+    assert!(
+        c.reason.contains("none of the 1 models loaded is for f32"),
+        "{}",
+        c.reason
+    );
+    assert!(matches!(
+        m.assess(&Target {
+            device: &own,
+            precision: "f32",
+            kernels: &ks
+        }),
+        Assessment::OtherPrecision(_)
+    ));
+}

@@ -10,6 +10,7 @@
 //! device work goes through the bounded [`queue`] to one worker thread and never
 //! runs on the async runtime; every error is an [`error::ApiError`].
 
+pub mod budget;
 pub mod cache;
 pub mod config;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod planner;
 pub mod queue;
+pub mod request;
 pub mod routes;
 pub mod state;
 

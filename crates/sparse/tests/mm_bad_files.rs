@@ -230,10 +230,26 @@ fn limits_apply_on_the_size_line_and_to_gzip() {
     };
     let opts = ReadOptions::default();
     for (text, kind, what) in [
-        ("%%MatrixMarket matrix coordinate real general\n101 2 1\n1 1 1\n", TooLarge, "rows = 101"),
-        ("%%MatrixMarket\tmatrix coordinate real general\r\n2\t\t101 1\r\n1 1 1\r\n", TooLarge, "cols = 101"),
-        ("%%MatrixMarket matrix coordinate real general\n2  2   11\n1 1 1\n", TooLarge, "nnz = 11"),
-        ("%%MatrixMarket matrix array real general\n4 4\n1\n", TooLarge, "nnz = 16"),
+        (
+            "%%MatrixMarket matrix coordinate real general\n101 2 1\n1 1 1\n",
+            TooLarge,
+            "rows = 101",
+        ),
+        (
+            "%%MatrixMarket\tmatrix coordinate real general\r\n2\t\t101 1\r\n1 1 1\r\n",
+            TooLarge,
+            "cols = 101",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate real general\n2  2   11\n1 1 1\n",
+            TooLarge,
+            "nnz = 11",
+        ),
+        (
+            "%%MatrixMarket matrix array real general\n4 4\n1\n",
+            TooLarge,
+            "nnz = 16",
+        ),
     ] {
         let e = read_bytes_with::<f64>(text.as_bytes(), &opts, &limits).unwrap_err();
         assert_eq!(kind_and_line(&e), (kind, 2), "{text}: {e}");
@@ -250,7 +266,10 @@ fn limits_apply_on_the_size_line_and_to_gzip() {
         (2..=7).map(|i| format!("{i} 1 1\n")).collect::<String>()
     );
     let e = read_bytes_with::<f64>(sym.as_bytes(), &opts, &limits).unwrap_err();
-    assert!(e.to_string().contains("nnz after symmetric expansion = 12"), "{e}");
+    assert!(
+        e.to_string().contains("nnz after symmetric expansion = 12"),
+        "{e}"
+    );
     // A gzip bomb stops at the cap; gzip inside gzip is refused at once.
     let gz = |b: &[u8]| {
         use std::io::Write;

@@ -64,11 +64,11 @@ impl Targets {
     /// The Matrix Market reader, in both precisions, with the service's limits.
     pub fn matrix_market(&self, input: &[u8]) -> bool {
         let opts = sparse::mm::ReadOptions {
-            complex_real_part: input.len() % 2 == 0,
+            complex_real_part: input.len().is_multiple_of(2),
         };
         let lim = self.limits.mm();
         let a = sparse::mm::read_bytes_with::<f64>(input, &opts, &lim);
-        if input.len() % 3 == 0 {
+        if input.len().is_multiple_of(3) {
             let _ = sparse::mm::read_bytes_with::<f32>(input, &opts, &lim);
         }
         let _ = sparse::mm::read_header(input, &opts, &lim);

@@ -457,7 +457,7 @@ pub fn road_like(n: usize, seed: u64) -> Result<Csr<f64>, SparseError> {
         down[i] = i + w < n && rng.gen_bool(0.65);
     }
     let has_edge = |i: usize, right: &[bool], down: &[bool]| {
-        right[i] || down[i] || (i % w != 0 && right[i - 1]) || (i >= w && down[i - w])
+        right[i] || down[i] || (!i.is_multiple_of(w) && right[i - 1]) || (i >= w && down[i - w])
     };
     for i in 0..n {
         if !has_edge(i, &right, &down) {

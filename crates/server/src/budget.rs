@@ -2,13 +2,15 @@
 //! units). Each request reserves what it is estimated to hold (its body as it
 //! arrives, the decompressed text, the parse and matrix arrays from the sizes
 //! the header declares, x and y) before allocating it, and gives it back when
-//! it is answered. A request that does not fit waits a little, then gets 503
-//! with `Retry-After`; one larger than the whole budget gets 413 at once.
+//! it is answered. A request that does not fit waits a little (one deadline
+//! per request, however many times it grows), then gets 503 with
+//! `Retry-After`; one larger than the whole budget gets 413 at once.
 
 use crate::error::ApiError;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// Bytes per semaphore permit.
 const UNIT: u64 = 64 * 1024;
@@ -49,12 +51,14 @@ impl MemoryBudget {
         (self.units - self.sem.available_permits() as u64) * UNIT
     }
 
-    /// An empty reservation, grown with [`Reservation::grow_to`].
+    /// An empty reservation, grown with [`Reservation::grow_to`]; it may wait
+    /// for room until the budget's wait has passed from now.
     pub fn empty(&self) -> Reservation {
         Reservation {
             budget: self.clone(),
             permit: None,
             units: 0,
+            deadline: Instant::now() + self.wait,
         }
     }
 
@@ -71,6 +75,7 @@ pub struct Reservation {
     budget: MemoryBudget,
     permit: Option<OwnedSemaphorePermit>,
     units: u64,
+    deadline: Instant,
 }
 
 impl Reservation {
@@ -100,7 +105,8 @@ impl Reservation {
             budget: b.total(),
             retry_after_s: b.retry_after_s,
         };
-        let got = match tokio::time::timeout(b.wait, b.sem.clone().acquire_many_owned(more)).await {
+        let acquire = b.sem.clone().acquire_many_owned(more);
+        let got = match tokio::time::timeout_at(self.deadline, acquire).await {
             Ok(Ok(p)) => p,
             Ok(Err(_closed)) => return Err(ApiError::internal("memory budget closed")),
             Err(_elapsed) => return Err(busy()),

@@ -626,13 +626,19 @@ pub async fn spmv(
         "min_bytes": min_bytes,
         "verify": verify,
     });
+    // y is written straight from its array after the other fields (no
+    // intermediate JSON value per element), so the answer costs its text only.
     let body = blocking(move || {
-        let mut head = head;
-        head["y"] = match &y {
-            YVec::F32(y) => json!(y),
-            YVec::F64(y) => json!(y),
-        };
-        serde_json::to_vec(&head).map_err(ApiError::internal)
+        let mut out = serde_json::to_vec(&head).map_err(ApiError::internal)?;
+        out.pop(); // the object's closing brace
+        out.extend_from_slice(b",\"y\":");
+        match &y {
+            YVec::F32(y) => serde_json::to_writer(&mut out, y),
+            YVec::F64(y) => serde_json::to_writer(&mut out, y),
+        }
+        .map_err(ApiError::internal)?;
+        out.push(b'}');
+        Ok(out)
     })
     .await?;
     Ok((

@@ -9,10 +9,12 @@ SERVER = sys.argv[1]
 PORT = 18431
 
 def start(extra=()):
-    p = subprocess.Popen([SERVER, "--bind", f"127.0.0.1:{PORT}", "--no-device", "--no-database",
+    # HOSTILE_DEVICE=1 runs with the OpenCL device (uploads then also hold device buffers).
+    dev = [] if os.environ.get("HOSTILE_DEVICE") == "1" else ["--no-device"]
+    p = subprocess.Popen([SERVER, "--bind", f"127.0.0.1:{PORT}", *dev, "--no-database",
                           "--models", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models"), *extra],
                          stdout=subprocess.DEVNULL, stderr=open("/tmp/hostile_memory_server.log", "a"))
-    for _ in range(200):
+    for _ in range(600):
         try:
             c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=2); c.request("GET", "/healthz")
             if c.getresponse().status == 200: return p

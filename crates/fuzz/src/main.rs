@@ -33,7 +33,7 @@ struct Args {
     #[arg(long = "seeds")]
     seeds: Vec<PathBuf>,
     /// Where crashing inputs are written.
-    #[arg(long, default_value = "crates/fuzz/crashes")]
+    #[arg(long, default_value = "target/fuzz-crashes")]
     crashes: PathBuf,
     /// Largest input, in bytes.
     #[arg(long, default_value_t = 64 * 1024)]

@@ -290,9 +290,11 @@ fn mm_estimate(d: &sparse::mm::Declared) -> u64 {
 }
 
 /// Bytes the result of an SpMV holds for a matrix of this shape: x and y in
-/// both precisions and y as JSON text (at most 25 bytes per value).
-pub fn spmv_estimate(nrows: usize, ncols: usize) -> u64 {
-    41 * nrows as u64 + 16 * ncols as u64
+/// both precisions, and y as JSON text (at most 25 bytes per value) or as
+/// little-endian binary (8).
+pub fn spmv_estimate(nrows: usize, ncols: usize, binary_y: bool) -> u64 {
+    let per_row = if binary_y { 24 } else { 41 };
+    per_row * nrows as u64 + 16 * ncols as u64
 }
 
 /// Parses Matrix Market bytes (plain, or one layer of gzip) into a validated,

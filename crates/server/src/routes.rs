@@ -481,7 +481,8 @@ pub async fn spmv(
     // x and y, and for a matrix used for this call only its device buffers
     // (host memory on a CPU device), count against the memory budget.
     let once = if cached { 0 } else { device_bytes(&m.host, p) };
-    held.grow_by(spmv_estimate(m.host.nrows(), m.host.ncols()) + once)
+    let binary_y = wants_binary(&headers);
+    held.grow_by(spmv_estimate(m.host.nrows(), m.host.ncols(), binary_y) + once)
         .await?;
     if x.len() != m.host.ncols() {
         return Err(ApiError::XLength {

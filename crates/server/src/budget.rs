@@ -119,6 +119,20 @@ impl Reservation {
         Ok(())
     }
 
+    /// Sets the reservation to `bytes`: grows it (waiting as [`Self::grow_to`])
+    /// or gives the excess back, once a better estimate is known.
+    pub async fn set_to(&mut self, bytes: u64) -> Result<(), ApiError> {
+        let want = units_of(bytes);
+        if want >= self.units {
+            return self.grow_to(bytes).await;
+        }
+        if let Some(p) = &mut self.permit {
+            drop(p.split((self.units - want) as usize));
+        }
+        self.units = want;
+        Ok(())
+    }
+
     /// Grows the reservation by `bytes`.
     pub async fn grow_by(&mut self, bytes: u64) -> Result<(), ApiError> {
         let to = self.bytes().saturating_add(bytes);
@@ -146,6 +160,10 @@ mod tests {
         };
         assert_eq!(e.status().as_u16(), 413, "{e}");
         r1.grow_to(8 * UNIT).await.unwrap();
+        assert_eq!(b.in_use(), 8 * UNIT);
+        r1.set_to(3 * UNIT).await.unwrap();
+        assert_eq!(b.in_use(), 3 * UNIT);
+        r1.set_to(8 * UNIT).await.unwrap();
         assert_eq!(b.in_use(), 8 * UNIT);
         drop(r1);
         assert_eq!(b.in_use(), 0);

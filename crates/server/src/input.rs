@@ -149,10 +149,16 @@ pub async fn read_body(
         }
     }
     // Reserve what the body says it holds (or a first step when it does not
-    // say), then more as chunks arrive.
-    let mut res = budget
-        .reserve(declared.unwrap_or(STEP).min(max as u64))
-        .await?;
+    // say), then more as chunks arrive. A body that says its length also
+    // reserves a first guess of its parse (2x for text, 8x for JSON, see
+    // `parse_estimate`), so that when the budget is spent the answer is a quick
+    // 503 rather than one after receiving the whole body; the guess is
+    // replaced by the estimate from the declared sizes once they are read.
+    let first = match declared {
+        Some(len) => len.saturating_mul(1 + guess_factor(headers)),
+        None => STEP.min(max as u64),
+    };
+    let mut res = budget.reserve(first).await?;
     let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
@@ -176,6 +182,15 @@ pub async fn read_body(
     }
     let bytes = gunzip_reserved(bytes, limits, &mut res).await?;
     Ok((bytes, res))
+}
+
+/// How many times its length a body's parse is first guessed to hold.
+fn guess_factor(headers: &HeaderMap) -> u64 {
+    match body_kind(headers, b"") {
+        Ok(BodyKind::Json) => 8,
+        Ok(BodyKind::Multipart(_)) => 0,
+        _ => 2,
+    }
 }
 
 /// Bytes reserved at a time for bodies of unknown length.

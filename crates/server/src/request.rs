@@ -155,7 +155,8 @@ pub async fn read_spmv(
     let kind = body_kind(headers, &bytes)?;
     match kind {
         BodyKind::Json => {
-            res.grow_by(parse_estimate(&kind, &bytes, &limits)).await?;
+            res.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, &limits))
+                .await?;
             let req = blocking(move || {
                 let mut doc: SpmvJson =
                     serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
@@ -179,7 +180,7 @@ pub async fn read_spmv(
                 ));
             };
             let p = q.precision.unwrap_or(Precision::DEFAULT);
-            res.grow_by(2 * bytes.len() as u64).await?;
+            res.set_to(3 * bytes.len() as u64).await?;
             let x = parse_x_binary(&bytes, p)?;
             let req = SpmvRequest {
                 source: Source::Id(id),

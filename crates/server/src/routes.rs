@@ -245,7 +245,7 @@ pub async fn predict(
     let explain = q.explain.unwrap_or(false);
     let (bytes, mut held) = read_body(body, &headers, s.limits(), s.budget()).await?;
     let kind = body_kind(&headers, &bytes)?;
-    held.grow_by(parse_estimate(&kind, &bytes, s.limits()))
+    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
         .await?;
     let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, kind, bytes).await?;
     let s2 = s.clone();
@@ -299,7 +299,7 @@ pub async fn upload(
     let p = q.precision.unwrap_or(Precision::DEFAULT);
     let (bytes, mut held) = read_body(body, &headers, s.limits(), s.budget()).await?;
     let kind = body_kind(&headers, &bytes)?;
-    held.grow_by(parse_estimate(&kind, &bytes, s.limits()))
+    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
         .await?;
     let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, kind, bytes).await?;
     // Refuse early, before any device work, what can never fit the cache.

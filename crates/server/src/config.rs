@@ -40,9 +40,25 @@ pub struct Config {
     #[arg(long, env = "SPMV_NO_DEVICE", default_value_t = false)]
     pub no_device: bool,
 
-    /// Largest request body in bytes (after gzip decompression).
+    /// Largest request body in bytes, as received (see also --max-decompressed-bytes).
     #[arg(long, env = "SPMV_MAX_BODY_BYTES", default_value_t = 256 << 20)]
     pub max_body_bytes: usize,
+
+    /// Largest request body after gzip decompression, in bytes (one gzip layer
+    /// is accepted; past this the answer is 413).
+    #[arg(long, env = "SPMV_MAX_DECOMPRESSED_BYTES", default_value_t = 256 << 20)]
+    pub max_decompressed_bytes: usize,
+
+    /// Memory, in bytes, that requests in flight may hold at once, estimated
+    /// from their bodies and declared sizes (body, parse, matrix, x and y). A
+    /// request that does not fit waits up to --memory-wait-ms, then gets 503
+    /// with Retry-After; one that could never fit gets 413.
+    #[arg(long, env = "SPMV_MEMORY_BUDGET_BYTES", default_value_t = 2 << 30)]
+    pub memory_budget_bytes: u64,
+
+    /// Milliseconds a request waits for room in the memory budget before 503.
+    #[arg(long, env = "SPMV_MEMORY_WAIT_MS", default_value_t = 5000)]
+    pub memory_wait_ms: u64,
 
     /// Largest number of matrix rows accepted.
     #[arg(long, env = "SPMV_MAX_ROWS", default_value_t = 50_000_000)]
@@ -177,8 +193,10 @@ impl Config {
 /// The size limits requests are checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest body in bytes (after decompression).
+    /// Largest body in bytes (as received).
     pub max_body_bytes: usize,
+    /// Largest body in bytes after gzip decompression.
+    pub max_decompressed_bytes: usize,
     /// Largest row count.
     pub max_rows: usize,
     /// Largest column count.
@@ -193,10 +211,23 @@ impl From<&Config> for Limits {
     fn from(c: &Config) -> Limits {
         Limits {
             max_body_bytes: c.max_body_bytes,
+            max_decompressed_bytes: c.max_decompressed_bytes,
             max_rows: c.max_rows,
             max_cols: c.max_cols,
             max_nnz: c.max_nnz,
             body_timeout_s: c.body_timeout_s,
+        }
+    }
+}
+
+impl Limits {
+    /// The same limits for the Matrix Market reader.
+    pub fn mm(&self) -> sparse::mm::SizeLimits {
+        sparse::mm::SizeLimits {
+            max_rows: self.max_rows,
+            max_cols: self.max_cols,
+            max_nnz: self.max_nnz,
+            max_text_bytes: self.max_decompressed_bytes,
         }
     }
 }

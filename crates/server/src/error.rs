@@ -52,6 +52,33 @@ pub enum ApiError {
         /// The configured limit.
         limit: u64,
     },
+    /// A Matrix Market size line declaring more than the limits or the body
+    /// allow (413); the message names the line.
+    #[error("{0}")]
+    Declared(SparseError),
+    /// Gzip inside gzip: only one layer is decoded (415).
+    #[error("the gzip data holds gzip again: only one layer of gzip compression is accepted")]
+    NestedGzip,
+    /// y holds a value JSON cannot carry (422); binary output carries it.
+    #[error("y[{row}] = {value} is not finite (the product overflows or multiplies an infinity by zero), and JSON cannot carry it; ask for binary y with Accept: application/octet-stream")]
+    NonFiniteResult {
+        /// First row whose value is not finite.
+        row: usize,
+        /// Its value, printed.
+        value: String,
+    },
+    /// The memory budget for requests in flight is spent; retry later (503).
+    #[error("the server is busy: this request needs about {needed} bytes of memory and {in_use} of the {budget} bytes for requests in flight are in use; retry in {retry_after_s} s")]
+    Busy {
+        /// Bytes this request was estimated to need.
+        needed: u64,
+        /// Bytes held by other requests.
+        in_use: u64,
+        /// The budget.
+        budget: u64,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after_s: u64,
+    },
     /// A content type the endpoint does not accept (415).
     #[error("unsupported content type '{found}'; {expected}")]
     MediaType {
@@ -127,19 +154,25 @@ impl ApiError {
         use ApiError::*;
         match self {
             BadRequest(_) | MatrixMarket(_) | Json(_) => StatusCode::BAD_REQUEST,
-            InvalidMatrix(_) | NonFinite(_) | XLength { .. } | Unprocessable(_) | Precision(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
-            TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            MediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            InvalidMatrix(_)
+            | NonFinite(_)
+            | NonFiniteResult { .. }
+            | XLength { .. }
+            | Unprocessable(_)
+            | Precision(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            TooLarge { .. } | Declared(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            MediaType { .. } | NestedGzip => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             NotFound(_) | NoRoute(_) => StatusCode::NOT_FOUND,
             MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             DeviceMemory { .. } => StatusCode::INSUFFICIENT_STORAGE,
             BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            QueueFull { .. } | NoDevice(_) | Deadline { .. } | DeviceFault(_) | NotReady(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            QueueFull { .. }
+            | NoDevice(_)
+            | Deadline { .. }
+            | DeviceFault(_)
+            | NotReady(_)
+            | Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -156,7 +189,10 @@ impl ApiError {
             XLength { .. } => "x_length",
             Unprocessable(_) => "unprocessable",
             Precision(_) => "unsupported_precision",
-            TooLarge { .. } => "too_large",
+            TooLarge { .. } | Declared(_) => "too_large",
+            NestedGzip => "nested_gzip",
+            NonFiniteResult { .. } => "non_finite_result",
+            Busy { .. } => "busy",
             MediaType { .. } => "unsupported_media_type",
             NotFound(_) => "matrix_not_found",
             NoRoute(_) => "no_route",
@@ -198,14 +234,13 @@ impl From<SparseError> for ApiError {
     fn from(e: SparseError) -> Self {
         match e {
             SparseError::Parse {
-                kind: ParseErrorKind::TooLarge,
-                ref message,
-                line,
-            } => ApiError::TooLarge {
-                what: format!("matrix (line {line}: {message})"),
-                value: 0,
-                limit: sparse::MAX_DIM as u64,
-            },
+                kind: ParseErrorKind::TooLarge | ParseErrorKind::ExceedsData,
+                ..
+            } => ApiError::Declared(e),
+            SparseError::Parse {
+                kind: ParseErrorKind::NestedGzip,
+                ..
+            } => ApiError::NestedGzip,
             SparseError::Parse { .. } => ApiError::MatrixMarket(e),
             SparseError::TooLarge { what, value, max } => ApiError::TooLarge {
                 what: what.to_string(),
@@ -264,7 +299,8 @@ impl IntoResponse for ApiError {
         let mut resp = (status, axum::Json(body)).into_response();
         let retry_after = match self {
             ApiError::QueueFull { retry_after_s, .. }
-            | ApiError::Deadline { retry_after_s, .. } => Some(retry_after_s),
+            | ApiError::Deadline { retry_after_s, .. }
+            | ApiError::Busy { retry_after_s, .. } => Some(retry_after_s),
             ApiError::DeviceFault(_) => Some(1),
             _ => None,
         };

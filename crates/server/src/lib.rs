@@ -11,6 +11,7 @@
 //! runs on the async runtime; every error is an [`error::ApiError`].
 
 pub mod auth;
+pub mod budget;
 pub mod cache;
 pub mod config;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod openapi;
 pub mod planner;
 pub mod queue;
 pub mod ready;
+pub mod request;
 pub mod request_log;
 pub mod routes;
 pub mod serve;

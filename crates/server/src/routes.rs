@@ -3,10 +3,11 @@
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::input::{
-    body_kind, parse_json_csr, parse_matrix_body, parse_matrix_market, parse_matrix_value,
-    parse_x_binary, parse_x_json, read_body, wants_binary, y_binary, BodyKind, Precision, Query,
+    body_kind, parse_estimate, parse_matrix_body, read_body, spmv_estimate, wants_binary, y_binary,
+    BodyKind, Precision, Query,
 };
 use crate::planner::{PlanView, Planned};
+use crate::request::{read_spmv, Source};
 use crate::state::{
     cast_checked, device_bytes, execute_blocking, upload_blocking, AppState, Executed, Ready,
     StoredMatrix, YVec,
@@ -17,7 +18,6 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::Deserialize;
 use serde_json::{json, Value};
 use sparse::spmv::{compare, spmv_ref};
 use sparse::{Csr, Features, Scalar};
@@ -256,8 +256,10 @@ pub async fn predict(
     let q = Query::parse(q.as_deref(), &["explain", "precision"])?;
     let p = q.precision.unwrap_or(Precision::DEFAULT);
     let explain = q.explain.unwrap_or(false);
-    let bytes = read_body(body, &headers, s.limits()).await?;
+    let (bytes, mut held) = read_body(body, &headers, s.limits(), s.budget()).await?;
     let kind = body_kind(&headers, &bytes)?;
+    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
+        .await?;
     let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
     let s2 = s.clone();
     let (m, planned, predict_ms) = blocking(move || {
@@ -311,8 +313,10 @@ pub async fn upload(
     let t0 = Instant::now();
     let q = Query::parse(q.as_deref(), &["precision"])?;
     let p = q.precision.unwrap_or(Precision::DEFAULT);
-    let bytes = read_body(body, &headers, s.limits()).await?;
+    let (bytes, mut held) = read_body(body, &headers, s.limits(), s.budget()).await?;
     let kind = body_kind(&headers, &bytes)?;
+    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
+        .await?;
     let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
     // Refuse early, before any device work, what can never fit the cache.
     let need = m.host_bytes() + device_bytes(&m.host, p);
@@ -427,232 +431,26 @@ pub async fn delete_matrix(
     }
 }
 
-/// The JSON body of /spmv: the matrix as `matrix` (Matrix Market text or a CSR
-/// object), as `matrix_id`, or as CSR fields at the top level beside `x`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SpmvJson {
-    matrix: Option<Value>,
-    matrix_id: Option<String>,
-    x: Option<Vec<f64>>,
-    precision: Option<String>,
-    verify: Option<bool>,
-    nrows: Option<u64>,
-    ncols: Option<u64>,
-    row_ptr: Option<Vec<u64>>,
-    col_idx: Option<Vec<u64>>,
-    values: Option<Vec<f64>>,
-}
-
-impl SpmvJson {
-    /// The top-level CSR fields as one matrix, when any is given (all five are then needed).
-    fn flat_csr(&mut self) -> Result<Option<crate::input::CsrJson>, ApiError> {
-        let any = self.nrows.is_some()
-            || self.ncols.is_some()
-            || self.row_ptr.is_some()
-            || self.col_idx.is_some()
-            || self.values.is_some();
-        if !any {
-            return Ok(None);
-        }
-        if self.matrix.is_some() {
-            return Err(ApiError::BadRequest(
-                "give the matrix either as 'matrix' or as top-level CSR fields, not both".into(),
-            ));
-        }
-        let missing =
-            |f: &str| ApiError::Unprocessable(format!("top-level CSR matrix without '{f}'"));
-        Ok(Some(crate::input::CsrJson {
-            nrows: self.nrows.take().ok_or_else(|| missing("nrows"))?,
-            ncols: self.ncols.take().ok_or_else(|| missing("ncols"))?,
-            row_ptr: self.row_ptr.take().ok_or_else(|| missing("row_ptr"))?,
-            col_idx: self.col_idx.take().ok_or_else(|| missing("col_idx"))?,
-            values: self.values.take().ok_or_else(|| missing("values"))?,
-        }))
+/// Refuses (422, naming the first bad row) a y that JSON cannot carry: an
+/// overflow to infinity or a NaN (from infinity times zero) would come out as
+/// `null`. Binary y carries such values as they are.
+fn check_json_y(y: &YVec) -> Result<(), ApiError> {
+    fn first<T: Scalar>(y: &[T]) -> Option<(usize, f64)> {
+        y.iter()
+            .position(|v| !v.is_finite())
+            .map(|i| (i, y[i].to_f64()))
     }
-}
-
-enum Source {
-    Inline(Csr<f64>),
-    Id(String),
-}
-
-struct SpmvRequest {
-    source: Source,
-    x: Vec<f64>,
-    precision: Precision,
-    verify: bool,
-}
-
-fn merge<T: PartialEq + std::fmt::Debug>(
-    name: &str,
-    query: Option<T>,
-    body: Option<T>,
-) -> Result<Option<T>, ApiError> {
-    match (query, body) {
-        (Some(a), Some(b)) if a != b => Err(ApiError::BadRequest(format!(
-            "'{name}' is given twice with different values ({a:?} in the query, {b:?} in the body)"
-        ))),
-        (a, b) => Ok(b.or(a)),
-    }
-}
-
-fn assemble(
-    q: &Query,
-    matrix: Option<Csr<f64>>,
-    matrix_id: Option<String>,
-    x: Option<Vec<f64>>,
-    precision: Option<Precision>,
-    verify: Option<bool>,
-) -> Result<SpmvRequest, ApiError> {
-    let precision = merge("precision", q.precision, precision)?.unwrap_or(Precision::DEFAULT);
-    let verify = merge("verify", q.verify, verify)?.unwrap_or(false);
-    let matrix_id = merge("matrix_id", q.matrix_id.clone(), matrix_id)?;
-    let source = match (matrix, matrix_id) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::BadRequest(
-                "give either an inline matrix or a matrix_id, not both".into(),
-            ))
-        }
-        (Some(a), None) => Source::Inline(a),
-        (None, Some(id)) => Source::Id(id),
-        (None, None) => {
-            return Err(ApiError::Unprocessable(
-                "no matrix: give 'matrix' (Matrix Market text or CSR object) or 'matrix_id' (from POST /matrices)".into(),
-            ))
-        }
+    let bad = match y {
+        YVec::F32(y) => first(y),
+        YVec::F64(y) => first(y),
     };
-    let x = x.ok_or_else(|| {
-        ApiError::Unprocessable("no x: give 'x' as a JSON array of numbers".into())
-    })?;
-    Ok(SpmvRequest {
-        source,
-        x,
-        precision,
-        verify,
-    })
-}
-
-async fn parse_spmv(
-    s: &AppState,
-    q: Query,
-    headers: &HeaderMap,
-    bytes: Bytes,
-) -> Result<SpmvRequest, ApiError> {
-    let limits = *s.limits();
-    match body_kind(headers, &bytes)? {
-        BodyKind::Json => {
-            blocking(move || {
-                let mut doc: SpmvJson =
-                    serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
-                drop(bytes);
-                let precision = doc.precision.as_deref().map(str::parse).transpose()?;
-                let flat = doc.flat_csr()?;
-                let matrix = match flat {
-                    Some(c) => Some(c.into_csr(&limits)?),
-                    None => doc.matrix.take().map(|v| parse_matrix_value(v, &limits)).transpose()?,
-                };
-                assemble(&q, matrix, doc.matrix_id, doc.x, precision, doc.verify)
-            })
-            .await
-        }
-        BodyKind::Binary => {
-            let Some(id) = q.matrix_id.clone() else {
-                return Err(ApiError::BadRequest(
-                    "an application/octet-stream body is x as little-endian values and needs \
-                     ?matrix_id=<id> of a matrix uploaded with POST /matrices"
-                        .into(),
-                ));
-            };
-            let p = q.precision.unwrap_or(Precision::DEFAULT);
-            let x = parse_x_binary(&bytes, p)?;
-            Ok(SpmvRequest {
-                source: Source::Id(id),
-                x,
-                precision: p,
-                verify: q.verify.unwrap_or(false),
-            })
-        }
-        BodyKind::Multipart(boundary) => {
-            let parts = read_multipart(bytes, boundary, limits.max_body_bytes).await?;
-            blocking(move || {
-                let mut matrix = None;
-                let (mut x, mut precision, mut verify, mut matrix_id) = (None, None, None, None);
-                for (name, ct, data) in parts {
-                    match name.as_str() {
-                        "matrix" => {
-                            let json = ct.as_deref().is_some_and(|c| c.contains("json"));
-                            matrix = Some(if json {
-                                parse_json_csr(&data, &limits)?
-                            } else {
-                                parse_matrix_market(&data, &limits)?
-                            });
-                        }
-                        "x" => x = Some(parse_x_json(&data)?),
-                        "precision" => precision = Some(text(&name, &data)?.parse()?),
-                        "verify" => {
-                            verify = Some(match text(&name, &data)?.trim() {
-                                "true" | "1" => true,
-                                "false" | "0" => false,
-                                other => {
-                                    return Err(ApiError::BadRequest(format!(
-                                        "part 'verify' must be true or false, not '{other}'"
-                                    )))
-                                }
-                            })
-                        }
-                        "matrix_id" => matrix_id = Some(text(&name, &data)?.trim().to_string()),
-                        other => {
-                            return Err(ApiError::BadRequest(format!(
-                                "unknown multipart part '{other}'; expected matrix, x, precision, verify, matrix_id"
-                            )))
-                        }
-                    }
-                }
-                assemble(&q, matrix, matrix_id, x, precision, verify)
-            })
-            .await
-        }
-        BodyKind::MatrixMarket => Err(ApiError::Unprocessable(
-            "a plain Matrix Market body has no x: send JSON {\"matrix\": \"<Matrix Market>\", \"x\": [...]}, \
-             a multipart form with 'matrix' and 'x' parts, or upload with POST /matrices and send x by matrix_id"
-                .into(),
-        )),
+    match bad {
+        Some((row, v)) => Err(ApiError::NonFiniteResult {
+            row,
+            value: format!("{v:?}"),
+        }),
+        None => Ok(()),
     }
-}
-
-fn text(name: &str, data: &[u8]) -> Result<String, ApiError> {
-    String::from_utf8(data.to_vec())
-        .map_err(|_| ApiError::BadRequest(format!("part '{name}' is not UTF-8 text")))
-}
-
-async fn read_multipart(
-    bytes: Bytes,
-    boundary: String,
-    max: usize,
-) -> Result<Vec<(String, Option<String>, Bytes)>, ApiError> {
-    let stream =
-        futures_util::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(bytes) });
-    let mut mp = multer::Multipart::new(stream, boundary);
-    let mut parts = Vec::new();
-    loop {
-        let field = mp
-            .next_field()
-            .await
-            .map_err(|e| ApiError::BadRequest(format!("malformed multipart body: {e}")))?;
-        let Some(field) = field else { break };
-        let name = field
-            .name()
-            .map(str::to_string)
-            .ok_or_else(|| ApiError::BadRequest("a multipart part has no name".into()))?;
-        let ct = field.content_type().map(|m| m.to_string());
-        let data = field
-            .bytes()
-            .await
-            .map_err(|e| ApiError::BadRequest(format!("malformed multipart part '{name}': {e}")))?;
-        parts.push((name, ct, crate::input::maybe_gunzip(data, max)?));
-    }
-    Ok(parts)
 }
 
 /// How y compares with the reference SpMV.
@@ -686,8 +484,7 @@ pub async fn spmv(
 ) -> Result<Response, ApiError> {
     let t0 = Instant::now();
     let q = Query::parse(q.as_deref(), &["precision", "verify", "matrix_id"])?;
-    let bytes = read_body(body, &headers, s.limits()).await?;
-    let req = parse_spmv(&s, q, &headers, bytes).await?;
+    let (req, mut held) = read_spmv(&s, q, &headers, body).await?;
     let p = req.precision;
     let x = Arc::new(req.x);
 
@@ -704,6 +501,12 @@ pub async fn spmv(
             }
         }
     };
+    // x and y, and for a matrix used for this call only its device buffers
+    // (host memory on a CPU device), count against the memory budget.
+    let once = if cached { 0 } else { device_bytes(&m.host, p) };
+    let binary_y = wants_binary(&headers);
+    held.grow_by(spmv_estimate(m.host.nrows(), m.host.ncols(), binary_y) + once)
+        .await?;
     if x.len() != m.host.ncols() {
         return Err(ApiError::XLength {
             expected: m.host.ncols(),
@@ -778,6 +581,9 @@ pub async fn spmv(
         (None, exec.y)
     };
     let (verify, y) = verify;
+    if !wants_binary(&headers) {
+        check_json_y(&y)?;
+    }
     let server_ms = ms(t0);
     s.log_request(record(
         &s,
@@ -847,13 +653,19 @@ pub async fn spmv(
         "min_bytes": min_bytes,
         "verify": verify,
     });
+    // y is written straight from its array after the other fields (no
+    // intermediate JSON value per element), so the answer costs its text only.
     let body = blocking(move || {
-        let mut head = head;
-        head["y"] = match &y {
-            YVec::F32(y) => json!(y),
-            YVec::F64(y) => json!(y),
-        };
-        serde_json::to_vec(&head).map_err(ApiError::internal)
+        let mut out = serde_json::to_vec(&head).map_err(ApiError::internal)?;
+        out.pop(); // the object's closing brace
+        out.extend_from_slice(b",\"y\":");
+        match &y {
+            YVec::F32(y) => serde_json::to_writer(&mut out, y),
+            YVec::F64(y) => serde_json::to_writer(&mut out, y),
+        }
+        .map_err(ApiError::internal)?;
+        out.push(b'}');
+        Ok(out)
     })
     .await?;
     Ok((

@@ -4,6 +4,7 @@
 //! running y = A x.
 
 use crate::auth::Principal;
+use crate::budget::MemoryBudget;
 use crate::cache::ByteLru;
 use crate::config::{Config, Limits};
 use crate::error::ApiError;
@@ -121,7 +122,8 @@ pub struct Ready {
     pub planned: Planned,
     /// Device buffers and prepared launches.
     pub buffers: DeviceBuffers,
-    /// Device bytes charged to the cache for them.
+    /// Bytes charged to the cache for this precision: device buffers, the
+    /// plan's host copy and the prepared launches (see [`ready_bytes`]).
     pub device_bytes: u64,
     /// Time spent planning, uploading and preparing, in milliseconds.
     pub setup_ms: f64,
@@ -167,9 +169,10 @@ impl StoredMatrix {
         self.ready.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Host bytes charged to the cache.
+    /// Host bytes charged to the cache: the CSR arrays, plus the id, features
+    /// and bookkeeping (a fixed [`ENTRY_OVERHEAD`]).
     pub fn host_bytes(&self) -> u64 {
-        self.host.bytes() as u64
+        self.host.bytes() as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -191,9 +194,22 @@ pub struct Executed {
     pub launches: usize,
 }
 
+/// Bytes charged per cached matrix and per prepared precision beyond its
+/// arrays: id, features, kernel objects and their arguments, locks.
+pub const ENTRY_OVERHEAD: u64 = 16 * 1024;
+
 /// Device bytes of an uploaded matrix: CSR arrays, x, y, and the plan's row lists.
 pub fn device_bytes(a: &Csr<f64>, p: Precision) -> u64 {
     engine::min_bytes(a.nrows(), a.ncols(), a.nnz(), p.bytes()) + 4 * (a.nrows() as u64 + 1)
+}
+
+/// Everything one prepared precision holds, charged to the cache: the device
+/// buffers ([`device_bytes`]), the plan's host copy (bin row lists and
+/// per-bin counts) and the prepared launches ([`ENTRY_OVERHEAD`]).
+pub fn ready_bytes(a: &Csr<f64>, p: Precision, planned: &Planned) -> u64 {
+    let b = &planned.binning;
+    let lists: u64 = b.bins.iter().map(|v| 4 * v.len() as u64).sum();
+    device_bytes(a, p) + lists + 8 * b.bin_nnz.len() as u64 + ENTRY_OVERHEAD
 }
 
 /// The matrix in precision `T`, refusing values that are not finite there.
@@ -280,6 +296,7 @@ struct Inner {
     id_secret: [u8; 32],
     probe: crate::ready::ProbeCache,
     metrics: Arc<Metrics>,
+    budget: MemoryBudget,
     started: Instant,
 }
 
@@ -317,6 +334,11 @@ impl AppState {
             store,
             log,
             metrics,
+            budget: MemoryBudget::new(
+                config.memory_budget_bytes,
+                std::time::Duration::from_millis(config.memory_wait_ms),
+                config.retry_after_s,
+            ),
             started: Instant::now(),
             config,
         }))
@@ -381,6 +403,10 @@ impl AppState {
     /// The device queue (tests use it to occupy the device deterministically).
     pub fn queue(&self) -> &DeviceQueue<()> {
         &self.0.queue
+    }
+    /// The memory budget of requests in flight.
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.0.budget
     }
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
@@ -566,6 +592,7 @@ impl AppState {
                 .await
                 .map_err(ApiError::internal)?
         };
+        let dev_bytes = ready_bytes(&m.host, p, &planned);
         let m2 = m.clone();
         let planned2 = planned.clone();
         let buffers = self
@@ -669,7 +696,10 @@ fn id_secret(config: &Config) -> anyhow::Result<[u8; 32]> {
         Some(h) => {
             let h = h.trim();
             let v: Vec<u8> = (0..h.len() / 2)
-                .map(|i| h.get(2 * i..2 * i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+                .map(|i| {
+                    h.get(2 * i..2 * i + 2)
+                        .and_then(|b| u8::from_str_radix(b, 16).ok())
+                })
                 .collect::<Option<_>>()
                 .filter(|_| h.len() % 2 == 0)
                 .ok_or_else(|| anyhow::anyhow!("--id-secret is not hex"))?;

@@ -226,14 +226,14 @@ fn cases(id: &str) -> Vec<Case> {
             ),
             413,
             "too_large",
-            "rows is 5000000000, over the limit of 1000",
+            "line 2: rows = 5000000000 does not fit 32-bit device indices",
         ),
         case(
             "nnz over the limit",
             post("/predict", "text/plain", format!("{MM}50 50 3000\n1 1 1\n")),
             413,
             "too_large",
-            "nnz is 3000, over the limit of 2000",
+            "line 2: nnz = 3000 is over the limit of 2000",
         ),
         case(
             "cols over the limit",
@@ -378,9 +378,9 @@ fn cases(id: &str) -> Vec<Case> {
         case(
             "matrix of the wrong JSON kind",
             json_req("/spmv", json!({"matrix": 42, "x": [1]})),
-            422,
-            "unprocessable",
-            "not a number",
+            400,
+            "invalid_json",
+            "invalid type: integer `42`, expected Matrix Market text (a string) or a CSR object",
         ),
         case(
             "precision given twice",
@@ -430,6 +430,8 @@ async fn every_bad_input_is_a_precise_4xx_and_the_service_keeps_serving() {
     let (app, _) = test_app(&[
         "--no-device",
         "--max-body-bytes",
+        "4096",
+        "--max-decompressed-bytes",
         "4096",
         "--max-rows",
         "1000",

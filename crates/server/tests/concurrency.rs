@@ -127,8 +127,10 @@ async fn cache_evicts_least_recently_used_then_404() {
     let a = random_matrix(200, 200, 30);
     let b = random_matrix(200, 200, 31);
     let c = random_matrix(200, 200, 32);
-    // One byte short of holding all three: exactly one must go.
-    let total = a.bytes() + b.bytes() + c.bytes() - 1;
+    // One byte short of holding all three: exactly one must go. Each entry is
+    // charged its CSR arrays plus a fixed overhead (id, features, bookkeeping).
+    let over = server::state::ENTRY_OVERHEAD as usize;
+    let total = a.bytes() + b.bytes() + c.bytes() + 3 * over - 1;
     let cap = total.to_string();
     let (app, state) = test_app(&["--no-device", "--cache-bytes", &cap]).await;
     let up = |m: &sparse::Csr<f64>| post("/matrices", "text/plain", mm_text(m));
@@ -161,7 +163,7 @@ async fn cache_evicts_least_recently_used_then_404() {
             200
         );
     }
-    assert_eq!(state.gauges().cache_bytes, a.bytes() + c.bytes());
+    assert_eq!(state.gauges().cache_bytes, a.bytes() + c.bytes() + 2 * over);
 }
 
 #[tokio::test]
@@ -206,4 +208,13 @@ async fn cache_evicts_device_buffers_too() {
     assert_eq!(r.status, 200);
     check_y::<f64>(&b, &x, &y_of(&r.json()));
     assert!(state.gauges().cache_bytes as u64 <= per(&a).max(per(&b)) * 3 / 2);
+    // Everything b holds is charged: CSR, device buffers, and beyond them the
+    // plan's row lists and the prepared launches.
+    let r = send(&app, get(&format!("/matrices/{}", b.content_hash()))).await;
+    let total = r.json()["bytes"]["total"].as_u64().unwrap();
+    assert!(
+        total > per(&b) + 2 * server::state::ENTRY_OVERHEAD,
+        "{total} vs {}",
+        per(&b)
+    );
 }

@@ -138,6 +138,11 @@ pub enum ParseErrorKind {
     Gzip,
     /// The bytes are not UTF-8 text.
     NotUtf8,
+    /// Gzip data that decompresses to gzip again (only one layer is accepted).
+    NestedGzip,
+    /// The size line declares more rows, columns or entries than the text after
+    /// it can hold (see `mm::SizeLimits`).
+    ExceedsData,
 }
 
 impl SparseError {

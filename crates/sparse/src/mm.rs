@@ -14,9 +14,12 @@
 //! (and by the `.gz` extension in [`read_path`]).
 //!
 //! Every problem is a [`SparseError::Parse`] naming the 1-based line and a
-//! specific [`ParseErrorKind`]. The header is never trusted with memory: buffers
-//! are sized from the bytes actually present, so a three-line file claiming
-//! a billion entries is a [`ParseErrorKind::Truncated`] error, not an allocation.
+//! specific [`ParseErrorKind`]. The header is never trusted with memory: the one
+//! header parser checks the declared sizes against [`SizeLimits`] and against
+//! what the text after the size line can hold before anything is allocated
+//! (see [`SizeLimits`] for the rule), so a 100-byte body declaring 50 million
+//! rows is a [`ParseErrorKind::ExceedsData`] error, not an allocation. Gzip is
+//! decoded in one layer only, with a cap on the decompressed bytes.
 //!
 //! Speed: the text is parsed as bytes (no per-line allocation, hand-written
 //! integer parsing, `fast-float2` for values); large inputs are split at line
@@ -38,6 +41,67 @@ pub struct ReadOptions {
     pub complex_real_part: bool,
 }
 
+/// Sizes the reader refuses, checked on the size line before any allocation.
+///
+/// Besides these limits, the declared sizes must be ones the text can hold:
+/// - entries (for `array`, the values the size implies) are at most
+///   `(data bytes + 1) / L`, where `L` is the shortest possible entry line with
+///   its line end (`1 1\n` = 4 bytes for pattern, 6 for real and integer, 8 for
+///   complex coordinate; `1\n` = 2 for array, 4 for complex array), plus
+///   [`ENTRY_SLACK`] so that a file a few lines short is reported as
+///   [`ParseErrorKind::Truncated`] at the missing line;
+/// - `rows + cols` is at most `max(DIM_FLOOR, DIMS_PER_BYTE * text bytes)`:
+///   a coordinate matrix with few entries still costs `row_ptr`, x and y for
+///   every declared row and column, so a tiny text may only declare a
+///   moderate shape (4 Mi rows and columns together, about 100 MB of vectors
+///   at worst), and larger shapes need proportionally more text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeLimits {
+    /// Largest row count.
+    pub max_rows: usize,
+    /// Largest column count.
+    pub max_cols: usize,
+    /// Largest number of stored entries (after symmetric expansion).
+    pub max_nnz: usize,
+    /// Largest text, in bytes after gzip decompression.
+    pub max_text_bytes: usize,
+}
+
+impl Default for SizeLimits {
+    /// Only what 32-bit device indices allow, and no cap on the text.
+    fn default() -> Self {
+        SizeLimits {
+            max_rows: MAX_DIM,
+            max_cols: MAX_DIM,
+            max_nnz: MAX_DIM,
+            max_text_bytes: usize::MAX,
+        }
+    }
+}
+
+/// Entries a header may declare beyond what its text can hold (see [`SizeLimits`]).
+pub const ENTRY_SLACK: usize = 1 << 16;
+
+/// `rows + cols` any text may declare, however short (see [`SizeLimits`]).
+pub const DIM_FLOOR: u64 = 1 << 22;
+
+/// `rows + cols` allowed per byte of text beyond [`DIM_FLOOR`] (see [`SizeLimits`]).
+pub const DIMS_PER_BYTE: u64 = 16;
+
+/// What the banner and size line declare, as read by the reader's one header
+/// parser ([`read_header`]); callers use it to estimate memory before parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Declared {
+    /// Rows.
+    pub nrows: usize,
+    /// Columns.
+    pub ncols: usize,
+    /// Entries stored in the file (for `array`, derived from the size).
+    pub entries: usize,
+    /// Whether off-diagonal entries are mirrored (so nnz may reach twice `entries`).
+    pub mirrored: bool,
+}
+
 /// The first two bytes of every gzip stream.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
@@ -50,6 +114,15 @@ const CHUNK_BYTES: usize = 256 * 1024;
 /// Reads a Matrix Market file, gzip-compressed when its name ends in `.gz` or
 /// when it starts with the gzip magic bytes.
 pub fn read_path<T: Scalar>(path: &Path, opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
+    read_path_with(path, opts, &SizeLimits::default())
+}
+
+/// [`read_path`] with size limits.
+pub fn read_path_with<T: Scalar>(
+    path: &Path,
+    opts: &ReadOptions,
+    limits: &SizeLimits,
+) -> Result<Csr<T>, SparseError> {
     let bytes = std::fs::read(path).map_err(|e| {
         SparseError::parse(
             0,
@@ -61,34 +134,88 @@ pub fn read_path<T: Scalar>(path: &Path, opts: &ReadOptions) -> Result<Csr<T>, S
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
     if gz_name || bytes.starts_with(&GZIP_MAGIC) {
-        let text = gunzip(&bytes)?;
-        read_text(&text, opts)
+        let text = gunzip_limited(&bytes, limits.max_text_bytes)?;
+        read_text(&text, opts, limits)
     } else {
-        read_text(&bytes, opts)
+        read_text(&bytes, opts, limits)
     }
 }
 
 /// Reads a Matrix Market file held in memory; gzip data (recognised by its
 /// magic bytes) is decompressed first.
 pub fn read_bytes<T: Scalar>(bytes: &[u8], opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
+    read_bytes_with(bytes, opts, &SizeLimits::default())
+}
+
+/// [`read_bytes`] with size limits: at most one gzip layer, whose output may
+/// not exceed `limits.max_text_bytes`, and declared sizes within `limits`.
+pub fn read_bytes_with<T: Scalar>(
+    bytes: &[u8],
+    opts: &ReadOptions,
+    limits: &SizeLimits,
+) -> Result<Csr<T>, SparseError> {
     if bytes.starts_with(&GZIP_MAGIC) {
-        let text = gunzip(bytes)?;
-        read_text(&text, opts)
+        let text = gunzip_limited(bytes, limits.max_text_bytes)?;
+        read_text(&text, opts, limits)
     } else {
-        read_text(bytes, opts)
+        if bytes.len() > limits.max_text_bytes {
+            return Err(text_too_large(bytes.len(), limits.max_text_bytes));
+        }
+        read_text(bytes, opts, limits)
     }
 }
 
 /// Reads a Matrix Market file held in a string.
 pub fn read_str<T: Scalar>(text: &str, opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
-    read_text(text.as_bytes(), opts)
+    read_text(text.as_bytes(), opts, &SizeLimits::default())
+}
+
+/// Reads only the banner and size line of Matrix Market text (not gzip), with
+/// the same parser and checks as the full reader, and returns what they declare.
+pub fn read_header(
+    text: &[u8],
+    opts: &ReadOptions,
+    limits: &SizeLimits,
+) -> Result<Declared, SparseError> {
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    let h = parse_header(text, opts, limits).map_err(|f| f.into_error(text))?;
+    Ok(Declared {
+        nrows: h.nrows,
+        ncols: h.ncols,
+        entries: h.entries,
+        mirrored: h.mirrored(),
+    })
+}
+
+fn text_too_large(len: usize, max: usize) -> SparseError {
+    SparseError::parse(
+        0,
+        ParseErrorKind::TooLarge,
+        format!("the text is over the limit of {max} bytes (at least {len})"),
+    )
 }
 
 /// Decompresses a whole gzip stream (several concatenated members are allowed).
 ///
 /// Errors are [`ParseErrorKind::Gzip`] with line 0: a corrupt or truncated
-/// stream has no meaningful line.
+/// stream has no meaningful line. Gzip inside gzip is refused
+/// ([`ParseErrorKind::NestedGzip`]).
 pub fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, SparseError> {
+    gunzip_limited(bytes, usize::MAX)
+}
+
+/// Decompresses one gzip layer, streaming, never holding more than `max`
+/// output bytes: past it the result is a [`ParseErrorKind::TooLarge`] error.
+/// Output that is itself gzip is refused as soon as its first two bytes are
+/// seen ([`ParseErrorKind::NestedGzip`]), without decoding the inner layer.
+pub fn gunzip_limited(bytes: &[u8], max: usize) -> Result<Vec<u8>, SparseError> {
+    let corrupt = |e: std::io::Error| {
+        SparseError::parse(
+            0,
+            ParseErrorKind::Gzip,
+            format!("gzip data is corrupt or truncated: {e}"),
+        )
+    };
     // The trailer holds the uncompressed size modulo 2^32; it is only a hint, capped
     // at 16 times the input (Matrix Market text compresses 3-6x; beyond the cap the
     // buffer grows as data arrives) so a forged trailer cannot make us over-allocate.
@@ -99,16 +226,32 @@ pub fn gunzip(bytes: &[u8]) -> Result<Vec<u8>, SparseError> {
         }
         _ => 0,
     };
-    let mut out = Vec::with_capacity(hint.min(bytes.len().saturating_mul(16)) + 1);
-    flate2::read::MultiGzDecoder::new(bytes)
-        .read_to_end(&mut out)
-        .map_err(|e| {
-            SparseError::parse(
-                0,
-                ParseErrorKind::Gzip,
-                format!("gzip data is corrupt or truncated: {e}"),
-            )
-        })?;
+    let cap = hint.min(bytes.len().saturating_mul(16)).min(max) + 1;
+    let mut out = Vec::with_capacity(cap);
+    let mut dec = flate2::read::MultiGzDecoder::new(bytes).take((max as u64).saturating_add(1));
+    // The first two bytes decide whether this is gzip inside gzip.
+    while out.len() < 2 {
+        let mut b = [0u8; 1];
+        match dec.read(&mut b).map_err(corrupt)? {
+            0 => break,
+            _ => out.push(b[0]),
+        }
+    }
+    if out.starts_with(&GZIP_MAGIC) {
+        return Err(SparseError::parse(
+            0,
+            ParseErrorKind::NestedGzip,
+            "the gzip data holds gzip again: only one layer of compression is accepted",
+        ));
+    }
+    dec.read_to_end(&mut out).map_err(corrupt)?;
+    if out.len() > max {
+        return Err(SparseError::parse(
+            0,
+            ParseErrorKind::TooLarge,
+            format!("the decompressed text is over the limit of {max} bytes"),
+        ));
+    }
     Ok(out)
 }
 
@@ -181,6 +324,8 @@ struct Header {
     data_start: usize,
     /// 1-based line of the size line.
     size_line: usize,
+    /// Most entries allowed after symmetric expansion.
+    max_nnz: usize,
 }
 
 impl Header {
@@ -253,7 +398,11 @@ impl<T> Entries<T> {
     }
 }
 
-fn read_text<T: Scalar>(text: &[u8], opts: &ReadOptions) -> Result<Csr<T>, SparseError> {
+fn read_text<T: Scalar>(
+    text: &[u8],
+    opts: &ReadOptions,
+    limits: &SizeLimits,
+) -> Result<Csr<T>, SparseError> {
     // A UTF-8 byte order mark, as some editors write, is not part of the banner.
     let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     if let Err(e) = std::str::from_utf8(text) {
@@ -271,7 +420,7 @@ fn read_text<T: Scalar>(text: &[u8], opts: &ReadOptions) -> Result<Csr<T>, Spars
             ),
         ));
     }
-    let h = parse_header(text, opts).map_err(|f| f.into_error(text))?;
+    let h = parse_header(text, opts, limits).map_err(|f| f.into_error(text))?;
     let entries = match h.format {
         Format::Coordinate => parse_coordinate::<T>(text, &h),
         Format::Array => parse_array::<T>(text, &h),
@@ -301,7 +450,7 @@ fn is_blank_or_comment(line: &[u8]) -> bool {
     }
 }
 
-fn parse_header(text: &[u8], opts: &ReadOptions) -> Result<Header, Fail> {
+fn parse_header(text: &[u8], opts: &ReadOptions, limits: &SizeLimits) -> Result<Header, Fail> {
     use ParseErrorKind::*;
     if text.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(fail(0, Empty, "the file is empty"));
@@ -500,7 +649,7 @@ fn parse_header(text: &[u8], opts: &ReadOptions) -> Result<Header, Fail> {
             return Err(too_large("nnz after symmetric expansion", expanded));
         }
     }
-    Ok(Header {
+    let h = Header {
         format,
         field,
         symmetry,
@@ -509,7 +658,72 @@ fn parse_header(text: &[u8], opts: &ReadOptions) -> Result<Header, Fail> {
         entries: entries as usize,
         data_start,
         size_line: line_no,
-    })
+        max_nnz: limits.max_nnz,
+    };
+    check_declared(text, &h, limits).map_err(|(kind, message)| fail(size_at, kind, message))?;
+    Ok(h)
+}
+
+/// Shortest possible data line of this header, with its line end.
+fn min_entry_line(h: &Header) -> usize {
+    match (h.format, h.field) {
+        (Format::Coordinate, Field::Pattern) => 4,
+        (Format::Coordinate, Field::Complex) => 8,
+        (Format::Coordinate, _) => 6,
+        (Format::Array, Field::Complex) => 4,
+        (Format::Array, _) => 2,
+    }
+}
+
+/// Checks declared sizes against the limits and against what the text can
+/// hold (see [`SizeLimits`]), before anything is allocated for them.
+fn check_declared(
+    text: &[u8],
+    h: &Header,
+    limits: &SizeLimits,
+) -> Result<(), (ParseErrorKind, String)> {
+    use ParseErrorKind::{ExceedsData, TooLarge};
+    let over = |what: &str, v: usize, max: usize| {
+        (TooLarge, format!("{what} = {v} is over the limit of {max}"))
+    };
+    if h.nrows > limits.max_rows {
+        return Err(over("rows", h.nrows, limits.max_rows));
+    }
+    if h.ncols > limits.max_cols {
+        return Err(over("cols", h.ncols, limits.max_cols));
+    }
+    let stored = match h.format {
+        Format::Array if h.symmetry == Symmetry::Skew => h.nrows * h.ncols - h.ncols.min(h.nrows),
+        Format::Array => h.nrows * h.ncols,
+        Format::Coordinate => h.entries,
+    };
+    if stored > limits.max_nnz {
+        return Err(over("nnz", stored, limits.max_nnz));
+    }
+    let data = text.len() - h.data_start;
+    let line = min_entry_line(h);
+    let room = (data + 1) / line;
+    if h.entries > room.saturating_add(ENTRY_SLACK) {
+        return Err((
+            ExceedsData,
+            format!(
+                "{} entries are declared but the {data} bytes after the size line hold at most {room} (an entry line takes at least {line} bytes)",
+                h.entries
+            ),
+        ));
+    }
+    let dims = h.nrows as u64 + h.ncols as u64;
+    let allowed = DIM_FLOOR.max(DIMS_PER_BYTE.saturating_mul(text.len() as u64));
+    if dims > allowed {
+        return Err((
+            ExceedsData,
+            format!(
+                "rows + cols = {dims} is more than a {}-byte text may declare (at most {allowed}: {DIM_FLOOR}, or {DIMS_PER_BYTE} per byte of text)",
+                text.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn sym_name(s: Symmetry) -> &'static str {
@@ -1003,6 +1217,16 @@ fn build<T: Scalar>(h: &Header, chunks: &[Entries<T>]) -> Result<Csr<T>, SparseE
             h.size_line,
             ParseErrorKind::TooLarge,
             format!("nnz after symmetric expansion = {expanded} does not fit 32-bit device indices (at most {MAX_DIM})"),
+        ));
+    }
+    if expanded > h.max_nnz {
+        return Err(SparseError::parse(
+            h.size_line,
+            ParseErrorKind::TooLarge,
+            format!(
+                "nnz after symmetric expansion = {expanded} is over the limit of {}",
+                h.max_nnz
+            ),
         ));
     }
     let nrows = h.nrows;

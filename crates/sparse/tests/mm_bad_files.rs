@@ -32,7 +32,7 @@ const TABLE: &[(&str, ParseErrorKind, usize)] = &[
     ("not_square_symmetric.mtx", NotSquare, 2),
     ("array_not_square_skew.mtx", NotSquare, 2),
     ("claims_1e12_nonzeros.mtx", TooLarge, 2),
-    ("claims_2e9_nonzeros.mtx", Truncated, 4),
+    ("claims_2e9_nonzeros.mtx", ExceedsData, 2),
     ("dims_too_large.mtx", TooLarge, 2),
     ("array_expanded_too_large.mtx", TooLarge, 2),
     ("missing_value.mtx", WrongFieldCount, 4),
@@ -60,6 +60,10 @@ const TABLE: &[(&str, ParseErrorKind, usize)] = &[
     ("truncated_gzip.mtx.gz", Gzip, 0),
     ("corrupt_gzip.mtx.gz", Gzip, 0),
     ("not_gzip.mtx.gz", Gzip, 0),
+    ("nested_gzip.mtx.gz", NestedGzip, 0),
+    ("dims_exceed_text.mtx", ExceedsData, 2),
+    ("header_whitespace_huge_nnz.mtx", ExceedsData, 3),
+    ("array_exceeds_text.mtx", ExceedsData, 2),
 ];
 
 /// Files whose banner says complex are read asking for the real part, so that
@@ -200,12 +204,83 @@ fn errors_deep_in_large_files_have_exact_lines() {
 #[test]
 fn huge_headers_do_not_allocate() {
     for (text, kind) in [
-        ("%%MatrixMarket matrix coordinate real general\n2000000000 2000000000 2000000000\n1 1 1\n", Truncated),
-        ("%%MatrixMarket matrix coordinate pattern symmetric\n2147483647 2147483647 2147483647\n", Truncated),
-        ("%%MatrixMarket matrix array real general\n46340 46340\n1\n", Truncated),
+        ("%%MatrixMarket matrix coordinate real general\n2000000000 2000000000 2000000000\n1 1 1\n", ExceedsData),
+        ("%%MatrixMarket matrix coordinate pattern symmetric\n2147483647 2147483647 2147483647\n", ExceedsData),
+        ("%%MatrixMarket matrix array real general\n46340 46340\n1\n", ExceedsData),
+        // Few entries, but row_ptr, x and y for 50 million rows: refused on the size line.
+        ("%%MatrixMarket matrix coordinate real general\n50000000 1 1\n1 1 1\n", ExceedsData),
+        ("%%MatrixMarket\tmatrix  coordinate real\tgeneral\r\n50000000\t1  1\r\n1\t1 1\r\n", ExceedsData),
         ("%%MatrixMarket matrix coordinate real general\n1 1 1000000000000\n1 1 1\n", TooLarge),
     ] {
         let e = read_str::<f64>(text, &ReadOptions::default()).unwrap_err();
         assert_eq!(kind_and_line(&e).0, kind, "{text}: {e}");
     }
+}
+
+/// Limits are checked on the size line, whatever whitespace separates its
+/// numbers, and gzip is decoded once with a cap.
+#[test]
+fn limits_apply_on_the_size_line_and_to_gzip() {
+    use sparse::mm::{gunzip_limited, read_bytes_with, read_header, SizeLimits};
+    let limits = SizeLimits {
+        max_rows: 100,
+        max_cols: 100,
+        max_nnz: 10,
+        max_text_bytes: 1 << 20,
+    };
+    let opts = ReadOptions::default();
+    for (text, kind, what) in [
+        (
+            "%%MatrixMarket matrix coordinate real general\n101 2 1\n1 1 1\n",
+            TooLarge,
+            "rows = 101",
+        ),
+        (
+            "%%MatrixMarket\tmatrix coordinate real general\r\n2\t\t101 1\r\n1 1 1\r\n",
+            TooLarge,
+            "cols = 101",
+        ),
+        (
+            "%%MatrixMarket matrix coordinate real general\n2  2   11\n1 1 1\n",
+            TooLarge,
+            "nnz = 11",
+        ),
+        (
+            "%%MatrixMarket matrix array real general\n4 4\n1\n",
+            TooLarge,
+            "nnz = 16",
+        ),
+    ] {
+        let e = read_bytes_with::<f64>(text.as_bytes(), &opts, &limits).unwrap_err();
+        assert_eq!(kind_and_line(&e), (kind, 2), "{text}: {e}");
+        assert!(e.to_string().contains(what), "{e}");
+        let h = read_header(text.as_bytes(), &opts, &limits).unwrap_err();
+        assert_eq!(h, e, "the header reader is the same parser");
+    }
+    let ok = "%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n1 1 1\n3 1 2\n";
+    let d = read_header(ok.as_bytes(), &opts, &limits).unwrap();
+    assert_eq!((d.nrows, d.ncols, d.entries, d.mirrored), (3, 3, 2, true));
+    // Symmetric expansion past the nnz limit is caught before the arrays are built.
+    let sym = format!(
+        "%%MatrixMarket matrix coordinate real symmetric\n9 9 6\n{}",
+        (2..=7).map(|i| format!("{i} 1 1\n")).collect::<String>()
+    );
+    let e = read_bytes_with::<f64>(sym.as_bytes(), &opts, &limits).unwrap_err();
+    assert!(
+        e.to_string().contains("nnz after symmetric expansion = 12"),
+        "{e}"
+    );
+    // A gzip bomb stops at the cap; gzip inside gzip is refused at once.
+    let gz = |b: &[u8]| {
+        use std::io::Write;
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        enc.write_all(b).unwrap();
+        enc.finish().unwrap()
+    };
+    let bomb = gz(&vec![b' '; 4 << 20]);
+    let e = gunzip_limited(&bomb, 1 << 20).unwrap_err();
+    assert_eq!(kind_and_line(&e), (TooLarge, 0));
+    let e = read_bytes_with::<f64>(&gz(&bomb), &opts, &limits).unwrap_err();
+    assert_eq!(kind_and_line(&e), (NestedGzip, 0));
+    assert_eq!(gunzip_limited(&gz(b"abc"), 3).unwrap(), b"abc");
 }

@@ -7,7 +7,7 @@ use crate::label::{test_vector, Labeller, MatrixLabels};
 use crate::report;
 use anyhow::Result;
 use engine::DeviceScalar;
-use selector::{RuleClass, Model};
+use selector::{Model, RuleClass};
 use serde::Serialize;
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::collections::HashMap;

@@ -10,7 +10,7 @@ use crate::peers::{self, CusparseTable};
 use crate::pipeline::{self, Labelled};
 use crate::split::Side;
 use anyhow::{bail, Result};
-use selector::{RuleClass, Model};
+use selector::{Model, RuleClass};
 use std::path::{Path, PathBuf};
 use store::{DeviceId, ModelRecord, Precision, Store};
 

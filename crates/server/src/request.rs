@@ -1,0 +1,346 @@
+//! The /spmv request body in its three forms (JSON, binary x for an uploaded
+//! matrix, multipart), read within the memory budget: JSON is deserialised
+//! straight into typed fields; multipart parts are streamed, checked by name
+//! and size as they arrive, and decoded (one gzip layer) only once whole.
+
+use crate::budget::Reservation;
+use crate::config::Limits;
+use crate::error::ApiError;
+use crate::input::{
+    body_kind, content_encoding_is_gzip, gunzip_reserved, parse_estimate, parse_json_csr,
+    parse_matrix_market, parse_x_binary, parse_x_json, read_body, BodyKind, CsrJson, MatrixField,
+    Precision, Query,
+};
+use crate::state::AppState;
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap};
+use serde::Deserialize;
+use sparse::Csr;
+
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
+) -> Result<R, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("blocking task: {e}")))?
+}
+
+/// The JSON body of /spmv: the matrix as `matrix` (Matrix Market text or a CSR
+/// object), as `matrix_id`, or as CSR fields at the top level beside `x`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpmvJson {
+    matrix: Option<MatrixField>,
+    matrix_id: Option<String>,
+    x: Option<Vec<f64>>,
+    precision: Option<String>,
+    verify: Option<bool>,
+    nrows: Option<u64>,
+    ncols: Option<u64>,
+    row_ptr: Option<Vec<u64>>,
+    col_idx: Option<Vec<u64>>,
+    values: Option<Vec<f64>>,
+}
+
+impl SpmvJson {
+    /// The top-level CSR fields as one matrix, when any is given (all five are then needed).
+    fn flat_csr(&mut self) -> Result<Option<CsrJson>, ApiError> {
+        let any = self.nrows.is_some()
+            || self.ncols.is_some()
+            || self.row_ptr.is_some()
+            || self.col_idx.is_some()
+            || self.values.is_some();
+        if !any {
+            return Ok(None);
+        }
+        if self.matrix.is_some() {
+            return Err(ApiError::BadRequest(
+                "give the matrix either as 'matrix' or as top-level CSR fields, not both".into(),
+            ));
+        }
+        let missing =
+            |f: &str| ApiError::Unprocessable(format!("top-level CSR matrix without '{f}'"));
+        Ok(Some(CsrJson {
+            nrows: self.nrows.take().ok_or_else(|| missing("nrows"))?,
+            ncols: self.ncols.take().ok_or_else(|| missing("ncols"))?,
+            row_ptr: self.row_ptr.take().ok_or_else(|| missing("row_ptr"))?,
+            col_idx: self.col_idx.take().ok_or_else(|| missing("col_idx"))?,
+            values: self.values.take().ok_or_else(|| missing("values"))?,
+        }))
+    }
+}
+
+/// Where the matrix of an /spmv request comes from.
+pub enum Source {
+    /// Given in the request.
+    Inline(Csr<f64>),
+    /// Uploaded before with POST /matrices.
+    Id(String),
+}
+
+/// A parsed /spmv request.
+pub struct SpmvRequest {
+    /// The matrix.
+    pub source: Source,
+    /// x, as given.
+    pub x: Vec<f64>,
+    /// The precision asked for.
+    pub precision: Precision,
+    /// Whether to check y against the reference SpMV.
+    pub verify: bool,
+}
+
+fn merge<T: PartialEq + std::fmt::Debug>(
+    name: &str,
+    query: Option<T>,
+    body: Option<T>,
+) -> Result<Option<T>, ApiError> {
+    match (query, body) {
+        (Some(a), Some(b)) if a != b => Err(ApiError::BadRequest(format!(
+            "'{name}' is given twice with different values ({a:?} in the query, {b:?} in the body)"
+        ))),
+        (a, b) => Ok(b.or(a)),
+    }
+}
+
+fn assemble(
+    q: &Query,
+    matrix: Option<Csr<f64>>,
+    matrix_id: Option<String>,
+    x: Option<Vec<f64>>,
+    precision: Option<Precision>,
+    verify: Option<bool>,
+) -> Result<SpmvRequest, ApiError> {
+    let precision = merge("precision", q.precision, precision)?.unwrap_or(Precision::DEFAULT);
+    let verify = merge("verify", q.verify, verify)?.unwrap_or(false);
+    let matrix_id = merge("matrix_id", q.matrix_id.clone(), matrix_id)?;
+    let source = match (matrix, matrix_id) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give either an inline matrix or a matrix_id, not both".into(),
+            ))
+        }
+        (Some(a), None) => Source::Inline(a),
+        (None, Some(id)) => Source::Id(id),
+        (None, None) => {
+            return Err(ApiError::Unprocessable(
+                "no matrix: give 'matrix' (Matrix Market text or CSR object) or 'matrix_id' (from POST /matrices)".into(),
+            ))
+        }
+    };
+    let x = x.ok_or_else(|| {
+        ApiError::Unprocessable("no x: give 'x' as a JSON array of numbers".into())
+    })?;
+    Ok(SpmvRequest {
+        source,
+        x,
+        precision,
+        verify,
+    })
+}
+
+/// Reads and parses an /spmv body, returning the request and the memory it
+/// holds in the budget (kept until the answer is built).
+pub async fn read_spmv(
+    s: &AppState,
+    q: Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(SpmvRequest, Reservation), ApiError> {
+    if let Some(BodyKind::Multipart(boundary)) = declared_multipart(headers)? {
+        return read_multipart(s, q, headers, body, boundary).await;
+    }
+    let limits = *s.limits();
+    let (bytes, mut res) = read_body(body, headers, &limits, s.budget()).await?;
+    let kind = body_kind(headers, &bytes)?;
+    match kind {
+        BodyKind::Json => {
+            res.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, &limits))
+                .await?;
+            let req = blocking(move || {
+                let mut doc: SpmvJson =
+                    serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
+                drop(bytes);
+                let precision = doc.precision.as_deref().map(str::parse).transpose()?;
+                let matrix = match doc.flat_csr()? {
+                    Some(c) => Some(c.into_csr(&limits)?),
+                    None => doc.matrix.take().map(|m| m.into_csr(&limits)).transpose()?,
+                };
+                assemble(&q, matrix, doc.matrix_id, doc.x, precision, doc.verify)
+            })
+            .await?;
+            Ok((req, res))
+        }
+        BodyKind::Binary => {
+            let Some(id) = q.matrix_id.clone() else {
+                return Err(ApiError::BadRequest(
+                    "an application/octet-stream body is x as little-endian values and needs \
+                     ?matrix_id=<id> of a matrix uploaded with POST /matrices"
+                        .into(),
+                ));
+            };
+            let p = q.precision.unwrap_or(Precision::DEFAULT);
+            res.set_to(3 * bytes.len() as u64).await?;
+            let x = parse_x_binary(&bytes, p)?;
+            let req = SpmvRequest {
+                source: Source::Id(id),
+                x,
+                precision: p,
+                verify: q.verify.unwrap_or(false),
+            };
+            Ok((req, res))
+        }
+        BodyKind::Multipart(_) => unreachable!("multipart bodies are streamed above"),
+        BodyKind::MatrixMarket => Err(ApiError::Unprocessable(
+            "a plain Matrix Market body has no x: send JSON {\"matrix\": \"<Matrix Market>\", \"x\": [...]}, \
+             a multipart form with 'matrix' and 'x' parts, or upload with POST /matrices and send x by matrix_id"
+                .into(),
+        )),
+    }
+}
+
+/// The multipart boundary, when the `Content-Type` says multipart.
+fn declared_multipart(headers: &HeaderMap) -> Result<Option<BodyKind>, ApiError> {
+    if headers.get(header::CONTENT_TYPE).is_none() {
+        return Ok(None);
+    }
+    match body_kind(headers, b"")? {
+        k @ BodyKind::Multipart(_) => Ok(Some(k)),
+        _ => Ok(None),
+    }
+}
+
+/// The parts an /spmv form may have, and the largest size of the small ones.
+const PARTS: [&str; 5] = ["matrix", "x", "precision", "verify", "matrix_id"];
+const SMALL_PART: u64 = 256;
+
+fn multipart_error(e: multer::Error, max: usize) -> ApiError {
+    match e {
+        multer::Error::UnknownField { field_name } => ApiError::BadRequest(format!(
+            "unknown multipart part '{}'; expected {}",
+            field_name.unwrap_or_default(),
+            PARTS.join(", ")
+        )),
+        multer::Error::FieldSizeExceeded { limit, field_name } => ApiError::too_large(
+            format!("multipart part '{}' bytes", field_name.unwrap_or_default()),
+            limit + 1,
+            limit,
+        ),
+        multer::Error::StreamSizeExceeded { .. } => {
+            ApiError::too_large("request body bytes", max as u64 + 1, max)
+        }
+        other => ApiError::BadRequest(format!("malformed multipart body: {other}")),
+    }
+}
+
+/// Streams a multipart /spmv form: unknown parts are refused when their header
+/// arrives, each part's size is checked (and reserved) chunk by chunk.
+async fn read_multipart(
+    s: &AppState,
+    q: Query,
+    headers: &HeaderMap,
+    body: Body,
+    boundary: String,
+) -> Result<(SpmvRequest, Reservation), ApiError> {
+    if content_encoding_is_gzip(headers)? {
+        return Err(ApiError::MediaType {
+            found: "Content-Encoding: gzip on multipart/form-data".into(),
+            expected: "send the form uncompressed; a matrix part may itself be gzip".into(),
+        });
+    }
+    let limits = *s.limits();
+    let max = limits.max_body_bytes;
+    let mut res = s.budget().reserve(1 << 20).await?;
+    let mut sizes = multer::SizeLimit::new().whole_stream(max as u64);
+    for small in &PARTS[2..] {
+        sizes = sizes.for_field(*small, SMALL_PART);
+    }
+    let constraints = multer::Constraints::new()
+        .allowed_fields(PARTS.to_vec())
+        .size_limit(sizes);
+    let mut mp =
+        multer::Multipart::with_constraints(body.into_data_stream(), boundary, constraints);
+    let mut parts: Vec<(String, Option<String>, Bytes)> = Vec::new();
+    let mut held = 0u64;
+    while let Some(mut field) = mp.next_field().await.map_err(|e| multipart_error(e, max))? {
+        let name = field
+            .name()
+            .map(str::to_string)
+            .ok_or_else(|| ApiError::BadRequest("a multipart part has no name".into()))?;
+        let ct = field.content_type().map(|m| m.to_string());
+        let mut data = Vec::new();
+        while let Some(chunk) = field.chunk().await.map_err(|e| multipart_error(e, max))? {
+            held += chunk.len() as u64;
+            if held > res.bytes() {
+                res.grow_to(held.max(2 * res.bytes()).min(max as u64))
+                    .await?;
+            }
+            data.extend_from_slice(&chunk);
+        }
+        parts.push((name, ct, Bytes::from(data)));
+    }
+    let req = parse_parts(parts, q, &limits, &mut res).await?;
+    Ok((req, res))
+}
+
+/// Parses the parts of a form, each off the runtime, reserving what parsing holds.
+async fn parse_parts(
+    parts: Vec<(String, Option<String>, Bytes)>,
+    q: Query,
+    limits: &Limits,
+    res: &mut Reservation,
+) -> Result<SpmvRequest, ApiError> {
+    let limits = *limits;
+    let mut matrix = None;
+    let (mut x, mut precision, mut verify, mut matrix_id) = (None, None, None, None);
+    for (name, ct, data) in parts {
+        match name.as_str() {
+            "matrix" => {
+                let json = ct.as_deref().is_some_and(|c| c.contains("json"));
+                let data = gunzip_reserved(data, &limits, res).await?;
+                let kind = if json {
+                    BodyKind::Json
+                } else {
+                    BodyKind::MatrixMarket
+                };
+                res.grow_by(parse_estimate(&kind, &data, &limits)).await?;
+                matrix = Some(
+                    blocking(move || match json {
+                        true => parse_json_csr(&data, &limits),
+                        false => parse_matrix_market(&data, &limits),
+                    })
+                    .await?,
+                );
+            }
+            "x" => {
+                res.grow_by(8 * data.len() as u64).await?;
+                x = Some(blocking(move || parse_x_json(&data)).await?);
+            }
+            "precision" => precision = Some(text(&name, &data)?.parse()?),
+            "verify" => verify = Some(part_bool(&text(&name, &data)?)?),
+            "matrix_id" => matrix_id = Some(text(&name, &data)?.trim().to_string()),
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown multipart part '{other}'; expected {}",
+                    PARTS.join(", ")
+                )))
+            }
+        }
+    }
+    assemble(&q, matrix, matrix_id, x, precision, verify)
+}
+
+fn part_bool(v: &str) -> Result<bool, ApiError> {
+    match v.trim() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        other => Err(ApiError::BadRequest(format!(
+            "part 'verify' must be true or false, not '{other}'"
+        ))),
+    }
+}
+
+fn text(name: &str, data: &[u8]) -> Result<String, ApiError> {
+    String::from_utf8(data.to_vec())
+        .map_err(|_| ApiError::BadRequest(format!("part '{name}' is not UTF-8 text")))
+}

@@ -13,6 +13,9 @@
 //! client time-outs apart. `--find-sustainable` searches for the highest rate
 //! whose p99 stays under a bound with every answer a 200.
 //!
+//! At most `--max-in-flight` requests are open at once; one waiting for a slot
+//! still counts its latency from its scheduled instant.
+//!
 //! Only for loopback or a test deployment of your own: it sends what it is told.
 
 use anyhow::{bail, Context, Result};
@@ -408,7 +411,7 @@ async fn run_phase(
 
 /// Milliseconds from a histogram of microseconds.
 fn q_ms(h: &Histogram<u64>, q: f64) -> Option<f64> {
-    (h.len() > 0).then(|| h.value_at_quantile(q) as f64 / 1e3)
+    (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e3)
 }
 
 /// The machine-readable summary of one phase.
@@ -594,4 +597,100 @@ async fn main() -> Result<()> {
         s.print();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::{http::StatusCode, routing::post, Router};
+
+    /// A stub service on loopback: `/slow` answers 200 after `delay`, `/shed` 503.
+    async fn stub(delay: Duration) -> String {
+        let app = Router::new()
+            .route(
+                "/slow",
+                post(move || async move {
+                    tokio::time::sleep(delay).await;
+                    "ok"
+                }),
+            )
+            .route("/shed", post(|| async { StatusCode::SERVICE_UNAVAILABLE }))
+            .route("/boom", post(|| async { StatusCode::BAD_GATEWAY }));
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        addr
+    }
+
+    fn service(addr: &str) -> Arc<Service> {
+        let args = Args::parse_from(["loadgen", "--addr", addr, "--timeout-ms", "2000"]);
+        Arc::new(Service::new(&args))
+    }
+
+    fn workload(path: &str) -> Arc<Workload> {
+        Arc::new(Workload {
+            path: path.into(),
+            headers: vec![],
+            body: Bytes::from_static(b"x"),
+            expect_len: None,
+        })
+    }
+
+    /// A closed-loop client with 4 slots against a 200 ms server could send
+    /// about 20 requests a second; the open loop sends every scheduled one, on
+    /// time, and each waits at least the server's 200 ms.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sends_at_the_scheduled_rate_whatever_the_server_does() {
+        let addr = stub(Duration::from_millis(200)).await;
+        let slots = Arc::new(Semaphore::new(256));
+        let t0 = Instant::now();
+        let t = run_phase(&service(&addr), &workload("/slow"), &slots, 100.0, 1.0).await;
+        let s = Summary::of(t, Target::Predict, 100.0, 1.0);
+        assert_eq!((s.sent, s.ok), (100, 100), "{:?}", s.statuses);
+        assert!(s.p50_ms.unwrap() >= 200.0, "p50 {:?}", s.p50_ms);
+        // 1 s of sending plus one 200 ms answer, not 100 x 200 ms / 4.
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    }
+
+    /// Too few slots for the rate: the wait for a slot shows in the latency.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_for_a_slot_counts_in_the_latency() {
+        let addr = stub(Duration::from_millis(100)).await;
+        let slots = Arc::new(Semaphore::new(1));
+        let t = run_phase(&service(&addr), &workload("/slow"), &slots, 50.0, 0.2).await;
+        let s = Summary::of(t, Target::Predict, 50.0, 0.2);
+        assert_eq!(s.ok, 10);
+        // The last of 10 requests through one slot waits for the 9 before it.
+        assert!(s.max_ms.unwrap() >= 800.0, "max {:?}", s.max_ms);
+        assert!(!s.sustainable(50.0));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn counts_answers_by_class() {
+        let addr = stub(Duration::ZERO).await;
+        let (svc, slots) = (service(&addr), Arc::new(Semaphore::new(8)));
+        let shed = run_phase(&svc, &workload("/shed"), &slots, 50.0, 0.2).await;
+        let s = Summary::of(shed, Target::Spmv, 50.0, 0.2);
+        assert_eq!((s.s503, s.ok, s.other_5xx), (10, 0, 0));
+        assert!(s.shed_p99_ms.is_some() && !s.sustainable(1e9));
+        let boom = run_phase(&svc, &workload("/boom"), &slots, 50.0, 0.2).await;
+        let s = Summary::of(boom, Target::Spmv, 50.0, 0.2);
+        assert_eq!((s.other_5xx, s.s503), (10, 0));
+        let missing = run_phase(&svc, &workload("/nope"), &slots, 50.0, 0.2).await;
+        assert_eq!(Summary::of(missing, Target::Spmv, 50.0, 0.2).other, 10);
+        let ok = run_phase(&svc, &workload("/slow"), &slots, 50.0, 0.2).await;
+        assert!(Summary::of(ok, Target::Spmv, 50.0, 0.2).sustainable(1e3));
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_an_error_not_an_answer() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let slots = Arc::new(Semaphore::new(8));
+        let t = run_phase(&service(&addr), &workload("/slow"), &slots, 50.0, 0.1).await;
+        let s = Summary::of(t, Target::Predict, 50.0, 0.1);
+        assert_eq!((s.errors, s.ok, s.sent), (5, 0, 5));
+        assert!(s.first_error.is_some());
+    }
 }

@@ -70,7 +70,7 @@ for target in predict spmv; do
     echo "$target" "$rate" >>"$WORK/rates"
     for mult in 1 2 4; do
         echo "/$target at ${mult}x = $((rate * mult)) req/s ..." >&2
-        target/release/loadgen --addr "$ADDR" --target "$target" "${EXTRA[@]}" --warmup 0 \
+        target/release/loadgen --addr "$ADDR" --target "$target" "${EXTRA[@]}" \
             --rate $((rate * mult)) --seconds "$PHASE_S" --json >"$WORK/$target-$mult.json"
         echo "$mult $(healthz_ms)" >"$WORK/$target-$mult.healthz"
     done

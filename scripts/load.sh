@@ -9,10 +9,12 @@
 # Environment (all optional):
 #   LOAD_SECONDS=10        seconds per phase
 #   LOAD_P99_MS=50         p99 bound of the sustainable-rate search (ms)
+#   LOAD_PROBE_S=5         seconds of each probe of the search
 #   LOAD_SHED_MS=250       bound on a 503's p99, from its send (ms)
 #   LOAD_PREDICT_RATE=N    take N req/s for /predict instead of searching
 #   LOAD_SPMV_RATE=N       the same for /spmv
 #   LOAD_MAX_RATE=8000     highest rate the search tries
+#   LOAD_OUT=DIR           keep each phase's loadgen JSON there
 #   LOAD_ARGS="..."        extra loadgen flags (e.g. --matrix-nnz 1000000 --precision f64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,7 @@ cd "$(dirname "$0")/.."
 PHASE_S=${LOAD_SECONDS:-10}
 P99_MS=${LOAD_P99_MS:-50}
 SHED_MS=${LOAD_SHED_MS:-250}
+PROBE_S=${LOAD_PROBE_S:-5}
 MAX_RATE=${LOAD_MAX_RATE:-8000}
 read -r -a EXTRA <<<"${LOAD_ARGS:-}"
 
@@ -60,7 +63,7 @@ for target in predict spmv; do
     if [ -z "$rate" ]; then
         echo "searching the sustainable rate of /$target (p99 <= $P99_MS ms, only 200s) ..." >&2
         rate=$(target/release/loadgen --addr "$ADDR" --target "$target" "${EXTRA[@]}" \
-            --find-sustainable --rate 100 --p99-ms "$P99_MS" --max-rate "$MAX_RATE" --json |
+            --find-sustainable --rate 100 --p99-ms "$P99_MS" --probe-seconds "$PROBE_S" --max-rate "$MAX_RATE" --json |
             python3 -c 'import json, sys; print(int(json.load(sys.stdin)["sustainable_rate"]))')
     fi
     if [ "$rate" -le 0 ]; then
@@ -73,6 +76,7 @@ for target in predict spmv; do
         target/release/loadgen --addr "$ADDR" --target "$target" "${EXTRA[@]}" \
             --rate $((rate * mult)) --seconds "$PHASE_S" --json >"$WORK/$target-$mult.json"
         echo "$mult $(healthz_ms)" >"$WORK/$target-$mult.healthz"
+        if [ -n "${LOAD_OUT:-}" ]; then mkdir -p "$LOAD_OUT" && cp "$WORK/$target-$mult.json" "$LOAD_OUT/"; fi
     done
 done
 
@@ -81,7 +85,7 @@ import json, sys, pathlib
 work, shed_ms, p99_ms = pathlib.Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 f = lambda v: "-" if v is None else f"{v:.1f}"
 print(f"{'target':8} {'x':>2} {'rate':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-      f"{'200':>6} {'503':>6} {'5xx':>4} {'other':>5} {'err':>4} {'t/o':>4} {'503 p99':>8} {'healthz':>8}")
+      f"{'200':>6} {'503':>6} {'5xx':>4} {'other':>5} {'err':>4} {'t/o':>4} {'503 p99':>8} {'lag p99':>8} {'healthz':>8}")
 failures = []
 for line in (work / "rates").read_text().split("\n"):
     if not line:
@@ -92,7 +96,7 @@ for line in (work / "rates").read_text().split("\n"):
         health = (work / f"{target}-{mult}.healthz").read_text().split()[1]
         print(f"{target:8} {mult:>2} {s['rate']:>6.0f} {f(s['p50_ms']):>8} {f(s['p99_ms']):>8} "
               f"{f(s['max_ms']):>8} {s['ok']:>6} {s['s503']:>6} {s['other_5xx']:>4} {s['other']:>5} "
-              f"{s['errors']:>4} {s['timeouts']:>4} {f(s['shed_p99_ms']):>8} {health + ' ms':>8}")
+              f"{s['errors']:>4} {s['timeouts']:>4} {f(s['shed_p99_ms']):>8} {f(s['lag_p99_ms']):>8} {health + ' ms':>8}")
         where = f"/{target} at {mult}x"
         if s["other_5xx"] or s["other"]:
             failures.append(f"{where}: statuses other than 200 and 503: {s['statuses']}")
@@ -104,8 +108,8 @@ for line in (work / "rates").read_text().split("\n"):
             failures.append(f"{where}: overload queued, not shed (200 p99 {s['ok_p99_ms']:.1f} ms, no 503)")
         if health == "never":
             failures.append(f"{where}: /healthz did not answer 200 within 30 s")
-print("\np50/p99/max: every answer, from its scheduled send; 503 p99: from its actual send; "
-      "healthz: time until /healthz answered 200 after the phase")
+print("\np50/p99/max: every answer, from its scheduled send; 503 p99: from its actual send; lag p99: how late "
+      "requests left their schedule (the generator short of CPU or slots); healthz: time until /healthz answered 200 after the phase")
 for x in failures:
     print("CHECK FAILED:", x)
 print("all checks passed" if not failures else f"{len(failures)} checks failed")

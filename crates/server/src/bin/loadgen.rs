@@ -517,19 +517,21 @@ impl Summary {
     }
 }
 
-/// Doubles the rate until a probe fails, then bisects; returns the highest
-/// rate that passed (0 if even the first failed) and every probe.
-async fn find_sustainable(
+/// One probe of the search at `rate`; a failure is retried once so that a
+/// passing hiccup (another process taking the CPU) does not end the search.
+async fn probe(
     svc: &Arc<Service>,
     w: &Arc<Workload>,
     slots: &Arc<Semaphore>,
     args: &Args,
-) -> (f64, Vec<Summary>) {
-    let mut probes = Vec::new();
-    let (mut good, mut bad): (f64, Option<f64>) = (0.0, None);
-    let mut rate = args.rate.min(args.max_rate);
-    let mut steps_left = args.steps;
-    loop {
+    rate: f64,
+    probes: &mut Vec<Summary>,
+) -> bool {
+    for attempt in 0..2 {
+        if attempt > 0 {
+            // Let the backlog of the failed probe drain first.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
         let t = run_phase(svc, w, slots, rate, args.probe_seconds).await;
         let s = Summary::of(t, args.target, rate, args.probe_seconds);
         let pass = s.sustainable(args.p99_ms);
@@ -542,6 +544,26 @@ async fn find_sustainable(
         );
         probes.push(s);
         if pass {
+            return true;
+        }
+    }
+    false
+}
+
+/// Doubles the rate until a probe fails (twice), then bisects; returns the
+/// highest rate that passed (0 if even the first failed) and every probe.
+async fn find_sustainable(
+    svc: &Arc<Service>,
+    w: &Arc<Workload>,
+    slots: &Arc<Semaphore>,
+    args: &Args,
+) -> (f64, Vec<Summary>) {
+    let mut probes = Vec::new();
+    let (mut good, mut bad): (f64, Option<f64>) = (0.0, None);
+    let mut rate = args.rate.min(args.max_rate);
+    let mut steps_left = args.steps;
+    loop {
+        if probe(svc, w, slots, args, rate, &mut probes).await {
             good = rate;
         } else {
             bad = Some(rate);

@@ -73,6 +73,62 @@ struct Line {
     ok: bool,
 }
 
+/// One row of `spmv bench --csv`; the field names are the header
+/// (`scripts/gpu-campaign.sh` and the reports read these columns).
+#[derive(serde::Serialize)]
+struct CsvLine<'a> {
+    matrix: &'a str,
+    kernel: &'a str,
+    precision: &'a str,
+    nnz: usize,
+    #[serde(serialize_with = "fixed::<_, 6>")]
+    median_ms: f64,
+    #[serde(serialize_with = "fixed::<_, 6>")]
+    min_ms: f64,
+    #[serde(serialize_with = "fixed::<_, 4>")]
+    spread: f64,
+    reps: usize,
+    #[serde(serialize_with = "fixed::<_, 3>")]
+    gbps: f64,
+    #[serde(serialize_with = "fixed::<_, 4>")]
+    bound_fraction: f64,
+    #[serde(serialize_with = "fixed::<_, 3>")]
+    gflops: f64,
+    #[serde(serialize_with = "scientific3")]
+    err_vs_bound: f64,
+    ok: bool,
+}
+
+impl<'a> CsvLine<'a> {
+    fn of(l: &'a Line) -> CsvLine<'a> {
+        CsvLine {
+            matrix: &l.matrix,
+            kernel: &l.kernel,
+            precision: l.precision,
+            nnz: l.nnz,
+            median_ms: l.stats.median_ms,
+            min_ms: l.stats.min_ms,
+            spread: l.stats.spread,
+            reps: l.stats.reps,
+            gbps: l.gbps,
+            bound_fraction: l.bound_fraction,
+            gflops: l.gflops,
+            err_vs_bound: l.err_vs_bound,
+            ok: l.ok,
+        }
+    }
+}
+
+/// A number with `N` decimals (a short, stable cell instead of every digit).
+fn fixed<S: serde::Serializer, const N: usize>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:.N$}"))
+}
+
+/// A number in scientific notation with 3 decimals.
+fn scientific3<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:.3e}"))
+}
+
 struct Ctx<'a> {
     args: &'a Args,
     engine: &'a Engine,
@@ -80,6 +136,8 @@ struct Ctx<'a> {
     kernels: Vec<KernelId>,
     plan_scheme: Option<Scheme>,
     wrote_header: bool,
+    /// The CSV writer of `--csv` (to stdout), else `None` for the table.
+    csv: Option<csv::Writer<std::io::Stdout>>,
     all: Vec<Line>,
 }
 
@@ -169,68 +227,48 @@ impl Ctx<'_> {
     }
 
     fn emit(&mut self, l: Line) {
+        if let Some(w) = &mut self.csv {
+            // The header comes from `CsvLine`'s fields, before the first row.
+            let _ = w.serialize(CsvLine::of(&l));
+            let _ = w.flush();
+            self.all.push(l);
+            return;
+        }
         let mut out = std::io::stdout().lock();
         if !self.wrote_header {
-            if self.args.csv {
-                let _ = writeln!(
-                    out,
-                    "matrix,kernel,precision,nnz,median_ms,min_ms,spread,reps,gbps,bound_fraction,gflops,err_vs_bound,ok"
-                );
-            } else {
-                let _ = writeln!(
-                    out,
-                    "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>4} {:>8} {:>6} {:>8} {:>10}",
-                    "matrix",
-                    "kernel",
-                    "prec",
-                    "nnz",
-                    "median_ms",
-                    "spread",
-                    "reps",
-                    "GB/s",
-                    "bound",
-                    "GFLOP/s",
-                    "err/bound"
-                );
-            }
+            let _ = writeln!(
+                out,
+                "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>4} {:>8} {:>6} {:>8} {:>10}",
+                "matrix",
+                "kernel",
+                "prec",
+                "nnz",
+                "median_ms",
+                "spread",
+                "reps",
+                "GB/s",
+                "bound",
+                "GFLOP/s",
+                "err/bound"
+            );
             self.wrote_header = true;
         }
-        if self.args.csv {
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{:.6},{:.6},{:.4},{},{:.3},{:.4},{:.3},{:.3e},{}",
-                l.matrix.replace(',', ";"),
-                l.kernel,
-                l.precision,
-                l.nnz,
-                l.stats.median_ms,
-                l.stats.min_ms,
-                l.stats.spread,
-                l.stats.reps,
-                l.gbps,
-                l.bound_fraction,
-                l.gflops,
-                l.err_vs_bound,
-                l.ok
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                "{:<40} {:<22} {:<4} {:>11} {:>10.4} {:>5.1}% {:>4} {:>8.2} {:>5.1}% {:>8.3} {:>10.2e}{}",
-                truncate(&l.matrix, 40),
-                l.kernel,
-                l.precision,
-                l.nnz,
-                l.stats.median_ms,
-                l.stats.spread * 100.0,
-                l.stats.reps,
-                l.gbps,
-                l.bound_fraction * 100.0,
-                l.gflops,
-                l.err_vs_bound,
-                if l.ok { "" } else { "  WRONG" }
-            );
-        }
+        let _ = writeln!(
+            out,
+            "{:<40} {:<22} {:<4} {:>11} {:>10.4} {:>5.1}% {:>4} {:>8.2} {:>5.1}% {:>8.3} {:>10.2e}{}",
+            truncate(&l.matrix, 40),
+            l.kernel,
+            l.precision,
+            l.nnz,
+            l.stats.median_ms,
+            l.stats.spread * 100.0,
+            l.stats.reps,
+            l.gbps,
+            l.bound_fraction * 100.0,
+            l.gflops,
+            l.err_vs_bound,
+            if l.ok { "" } else { "  WRONG" }
+        );
         let _ = out.flush();
         self.all.push(l);
     }
@@ -457,6 +495,9 @@ pub fn run(args: Args) -> Result<()> {
         kernels,
         plan_scheme,
         wrote_header: false,
+        csv: args
+            .csv
+            .then(|| csv::Writer::from_writer(std::io::stdout())),
         all: Vec::new(),
     };
     let mut failed = 0;

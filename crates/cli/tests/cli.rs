@@ -134,6 +134,11 @@ fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
     let out = text(&o.stdout);
     let mut lines = out.lines().filter(|l| !l.starts_with('#'));
     let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    // scripts/gpu-campaign.sh and the reports read these columns by name.
+    assert_eq!(
+        header.join(","),
+        "matrix,kernel,precision,nnz,median_ms,min_ms,spread,reps,gbps,bound_fraction,gflops,err_vs_bound,ok"
+    );
     let ok_col = header.iter().position(|h| *h == "ok").expect("ok column");
     let err_col = header
         .iter()

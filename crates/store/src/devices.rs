@@ -1,9 +1,8 @@
 //! The `devices` table: the compute devices measurements were taken on.
 
 use crate::error::QueryContext;
-use crate::rows::{get, int, non_negative, uint};
+use crate::rows::{int, non_negative, uint};
 use crate::{Device, DeviceId, DeviceRecord, Store, StoreError};
-use sqlx::sqlite::SqliteRow;
 
 const COLUMNS: &str =
     "id, name, vendor, driver, compute_units, global_mem_bytes, copy_bandwidth_gbps, created_at";
@@ -41,41 +40,52 @@ impl Store {
     /// The device with this id, if any.
     pub async fn device(&self, id: DeviceId) -> Result<Option<Device>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM devices WHERE id = ?");
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let row = sqlx::query_as::<_, DeviceRow>(sqlx::AssertSqlSafe(sql))
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await
             .op("device")?;
-        row.as_ref().map(decode).transpose()
+        row.map(Device::try_from).transpose()
     }
 
     /// Every device, by id.
     pub async fn list_devices(&self) -> Result<Vec<Device>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM devices ORDER BY id");
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, DeviceRow>(sqlx::AssertSqlSafe(sql))
             .fetch_all(&self.pool)
             .await
             .op("list_devices")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(Device::try_from).collect()
     }
 }
 
-fn decode(r: &SqliteRow) -> Result<Device, StoreError> {
-    const OP: &str = "decode device";
-    Ok(Device {
-        id: DeviceId(get(r, "id", OP)?),
-        record: DeviceRecord {
-            name: get(r, "name", OP)?,
-            vendor: get(r, "vendor", OP)?,
-            driver: get(r, "driver", OP)?,
-            compute_units: uint(get(r, "compute_units", OP)?, "devices", "compute_units")?,
-            global_mem_bytes: uint(
-                get(r, "global_mem_bytes", OP)?,
-                "devices",
-                "global_mem_bytes",
-            )?,
-            copy_bandwidth_gbps: get(r, "copy_bandwidth_gbps", OP)?,
-        },
-        created_at: get(r, "created_at", OP)?,
-    })
+/// A `devices` row as stored.
+#[derive(sqlx::FromRow)]
+pub(crate) struct DeviceRow {
+    id: i64,
+    name: String,
+    vendor: String,
+    driver: String,
+    compute_units: i64,
+    global_mem_bytes: i64,
+    copy_bandwidth_gbps: Option<f64>,
+    created_at: String,
+}
+
+impl TryFrom<DeviceRow> for Device {
+    type Error = StoreError;
+    fn try_from(r: DeviceRow) -> Result<Device, StoreError> {
+        Ok(Device {
+            id: DeviceId(r.id),
+            record: DeviceRecord {
+                name: r.name,
+                vendor: r.vendor,
+                driver: r.driver,
+                compute_units: uint(r.compute_units, "devices", "compute_units")?,
+                global_mem_bytes: uint(r.global_mem_bytes, "devices", "global_mem_bytes")?,
+                copy_bandwidth_gbps: r.copy_bandwidth_gbps,
+            },
+            created_at: r.created_at,
+        })
+    }
 }

@@ -32,14 +32,13 @@ pub use types::{
     canonical_plan_json, Device, DeviceId, DeviceRecord, FeatureVector, Matrix, MatrixId,
     MatrixRecord, Measurement, MeasurementId, MeasurementKey, Model, ModelId, ModelRecord,
     NewMeasurement, PlanId, PlanRecord, Precision, Request, RequestId, RequestRecord, RunId,
-    RunRecord, RunStatus, StoredPlan, Target, TrainingRun,
+    RunOwner, RunRecord, RunStatus, StoredPlan, Target, TrainingRun,
 };
 
 use error::QueryContext;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::Row;
 use std::time::Duration;
 
 /// How long a writer waits for another writer's lock before failing.
@@ -98,7 +97,7 @@ pub struct Store {
 }
 
 /// A migration recorded as applied in the database.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct AppliedMigration {
     /// The number at the start of its file name.
     pub version: i64,
@@ -213,53 +212,40 @@ impl Store {
 
     /// The migrations recorded as applied in the database, by version.
     pub async fn applied_migrations(&self) -> Result<Vec<AppliedMigration>, StoreError> {
-        let rows = sqlx::query(
+        sqlx::query_as(
             "SELECT version, description, success FROM _sqlx_migrations ORDER BY version",
         )
         .fetch_all(&self.pool)
         .await
-        .op("applied_migrations")?;
-        rows.iter()
-            .map(|r| {
-                Ok(AppliedMigration {
-                    version: r.try_get("version").op("applied_migrations")?,
-                    description: r.try_get("description").op("applied_migrations")?,
-                    success: r.try_get("success").op("applied_migrations")?,
-                })
-            })
-            .collect()
+        .op("applied_migrations")
     }
 
     /// The names of the tables of the schema (SQLite's and sqlx's own excluded).
     pub async fn table_names(&self) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
+        sqlx::query_scalar(
             "SELECT name FROM sqlite_master WHERE type = 'table' \
              AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_sqlx%' ESCAPE '\\' ORDER BY name",
         )
         .fetch_all(&self.pool)
         .await
-        .op("table_names")?;
-        rows.iter()
-            .map(|r| r.try_get::<String, _>("name").op("table_names"))
-            .collect()
+        .op("table_names")
     }
 
     /// SQLite's journal mode for this database (`wal` for files, `memory` for
     /// in-memory databases).
     pub async fn journal_mode(&self) -> Result<String, StoreError> {
-        let row = sqlx::query("PRAGMA journal_mode")
+        sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&self.pool)
             .await
-            .op("journal_mode")?;
-        row.try_get::<String, _>(0).op("journal_mode")
+            .op("journal_mode")
     }
 
     /// Whether foreign keys are enforced on the connections of this store.
     pub async fn foreign_keys_enabled(&self) -> Result<bool, StoreError> {
-        let row = sqlx::query("PRAGMA foreign_keys")
+        let on: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
             .fetch_one(&self.pool)
             .await
             .op("foreign_keys_enabled")?;
-        Ok(row.try_get::<i64, _>(0).op("foreign_keys_enabled")? == 1)
+        Ok(on == 1)
     }
 }

@@ -1,9 +1,8 @@
 //! The `matrices` table: every matrix measured or served, by content hash.
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, get, int, to_json, uint};
+use crate::rows::{from_json, int, to_json, uint};
 use crate::{Matrix, MatrixId, MatrixRecord, Store, StoreError};
-use sqlx::sqlite::SqliteRow;
 use sqlx::AssertSqlSafe;
 
 const COLUMNS: &str = "id, content_hash, name, source, nrows, ncols, nnz, features, created_at";
@@ -36,23 +35,23 @@ impl Store {
     /// The matrix with this content hash, if stored.
     pub async fn matrix_by_hash(&self, content_hash: &str) -> Result<Option<Matrix>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM matrices WHERE content_hash = ?");
-        let row = sqlx::query(AssertSqlSafe(sql))
+        let row = sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
             .bind(content_hash)
             .fetch_optional(&self.pool)
             .await
             .op("matrix_by_hash")?;
-        row.as_ref().map(decode).transpose()
+        row.map(Matrix::try_from).transpose()
     }
 
     /// The matrix with this id, if stored.
     pub async fn matrix(&self, id: MatrixId) -> Result<Option<Matrix>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM matrices WHERE id = ?");
-        let row = sqlx::query(AssertSqlSafe(sql))
+        let row = sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await
             .op("matrix")?;
-        row.as_ref().map(decode).transpose()
+        row.map(Matrix::try_from).transpose()
     }
 
     /// Stored matrices by id. `source: None` lists all; `Some(s)` lists those whose
@@ -62,7 +61,9 @@ impl Store {
         let rows = match source {
             None => {
                 let sql = format!("SELECT {COLUMNS} FROM matrices ORDER BY id");
-                sqlx::query(AssertSqlSafe(sql)).fetch_all(&self.pool).await
+                sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
+                    .fetch_all(&self.pool)
+                    .await
             }
             Some(s) => {
                 // substr instead of LIKE: sources may hold '%' or '_'.
@@ -70,31 +71,46 @@ impl Store {
                     "SELECT {COLUMNS} FROM matrices \
                      WHERE source = ?1 OR substr(source, 1, length(?1) + 1) = ?1 || ':' ORDER BY id"
                 );
-                sqlx::query(AssertSqlSafe(sql))
+                sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
                     .bind(s)
                     .fetch_all(&self.pool)
                     .await
             }
         }
         .op("list_matrices")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(Matrix::try_from).collect()
     }
 }
 
-fn decode(r: &SqliteRow) -> Result<Matrix, StoreError> {
-    const OP: &str = "decode matrix";
-    let features: String = get(r, "features", OP)?;
-    Ok(Matrix {
-        id: MatrixId(get(r, "id", OP)?),
-        record: MatrixRecord {
-            content_hash: get(r, "content_hash", OP)?,
-            name: get(r, "name", OP)?,
-            source: get(r, "source", OP)?,
-            nrows: uint(get(r, "nrows", OP)?, "matrices", "nrows")?,
-            ncols: uint(get(r, "ncols", OP)?, "matrices", "ncols")?,
-            nnz: uint(get(r, "nnz", OP)?, "matrices", "nnz")?,
-            features: from_json(&features, "matrices", "features")?,
-        },
-        created_at: get(r, "created_at", OP)?,
-    })
+/// A `matrices` row as stored.
+#[derive(sqlx::FromRow)]
+struct MatrixRow {
+    id: i64,
+    content_hash: String,
+    name: String,
+    source: String,
+    nrows: i64,
+    ncols: i64,
+    nnz: i64,
+    features: String,
+    created_at: String,
+}
+
+impl TryFrom<MatrixRow> for Matrix {
+    type Error = StoreError;
+    fn try_from(r: MatrixRow) -> Result<Matrix, StoreError> {
+        Ok(Matrix {
+            id: MatrixId(r.id),
+            record: MatrixRecord {
+                content_hash: r.content_hash,
+                name: r.name,
+                source: r.source,
+                nrows: uint(r.nrows, "matrices", "nrows")?,
+                ncols: uint(r.ncols, "matrices", "ncols")?,
+                nnz: uint(r.nnz, "matrices", "nnz")?,
+                features: from_json(&r.features, "matrices", "features")?,
+            },
+            created_at: r.created_at,
+        })
+    }
 }

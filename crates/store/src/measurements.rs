@@ -3,13 +3,13 @@
 //! resumed trainer skip what is already timed.
 
 use crate::error::QueryContext;
-use crate::rows::{get, non_negative, precision, scheme, scheme_code, uint};
+use crate::rows::{non_negative, precision, scheme, scheme_code, uint};
 use crate::{
     DeviceId, MatrixId, Measurement, MeasurementId, MeasurementKey, NewMeasurement, Precision,
     RunId, Store, StoreError, Target,
 };
 use sparse::plan::{KernelId, Plan};
-use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::sqlite::SqliteArguments;
 use sqlx::{AssertSqlSafe, Sqlite};
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -155,14 +155,14 @@ impl Store {
             "SELECT {KEY_COLUMNS} FROM measurements \
              WHERE matrix_id = ? AND device_id = ? AND precision = ?"
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, KeyRow>(AssertSqlSafe(sql))
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
             .fetch_all(&self.pool)
             .await
             .op("measured_keys")?;
-        rows.iter().map(decode_key).collect()
+        rows.into_iter().map(MeasurementKey::try_from).collect()
     }
 
     /// Every measurement of a matrix on a device in a precision, by id.
@@ -176,14 +176,14 @@ impl Store {
             "SELECT {COLUMNS} FROM measurements \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? ORDER BY id"
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, MeasurementRow>(AssertSqlSafe(sql))
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
             .fetch_all(&self.pool)
             .await
             .op("measurements_for")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(Measurement::try_from).collect()
     }
 
     /// Every measurement on a device in a precision, ordered by matrix then id.
@@ -196,13 +196,13 @@ impl Store {
             "SELECT {COLUMNS} FROM measurements WHERE device_id = ? AND precision = ? \
              ORDER BY matrix_id, id"
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, MeasurementRow>(AssertSqlSafe(sql))
             .bind(device.0)
             .bind(precision.as_str())
             .fetch_all(&self.pool)
             .await
             .op("all_measurements")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(Measurement::try_from).collect()
     }
 
     /// How many measurements are stored, over all matrices, devices and precisions.
@@ -230,39 +230,65 @@ fn kernel_by_name(name: &str) -> Result<KernelId, StoreError> {
     }
 }
 
-fn decode_key(r: &SqliteRow) -> Result<MeasurementKey, StoreError> {
-    const OP: &str = "decode measurement";
-    let bin: i64 = get(r, "bin", OP)?;
-    let kernel: String = get(r, "kernel", OP)?;
-    let target = if bin == -1 {
-        Target::Plan(get(r, "plan", OP)?)
-    } else {
-        Target::Bin {
-            bin: uint(bin, "measurements", "bin")?,
-            kernel: kernel_by_name(&kernel)?,
-        }
-    };
-    let p: String = get(r, "precision", OP)?;
-    Ok(MeasurementKey {
-        matrix: MatrixId(get(r, "matrix_id", OP)?),
-        device: DeviceId(get(r, "device_id", OP)?),
-        precision: precision(&p, "measurements", "precision")?,
-        scheme: scheme(get(r, "scheme", OP)?, "measurements")?,
-        target,
-    })
+/// The key columns of a `measurements` row (`KEY_COLUMNS`).
+#[derive(sqlx::FromRow)]
+struct KeyRow {
+    matrix_id: i64,
+    device_id: i64,
+    precision: String,
+    scheme: i64,
+    bin: i64,
+    kernel: String,
+    plan: String,
 }
 
-fn decode(r: &SqliteRow) -> Result<Measurement, StoreError> {
-    const OP: &str = "decode measurement";
-    Ok(Measurement {
-        id: MeasurementId(get(r, "id", OP)?),
-        data: NewMeasurement {
-            key: decode_key(r)?,
-            median_ms: get(r, "median_ms", OP)?,
-            spread_ms: get(r, "spread_ms", OP)?,
-            repetitions: uint(get(r, "repetitions", OP)?, "measurements", "repetitions")?,
-            run: get::<Option<i64>>(r, "run_id", OP)?.map(RunId),
-        },
-        created_at: get(r, "created_at", OP)?,
-    })
+impl TryFrom<KeyRow> for MeasurementKey {
+    type Error = StoreError;
+    fn try_from(r: KeyRow) -> Result<MeasurementKey, StoreError> {
+        let target = if r.bin == -1 {
+            Target::Plan(r.plan)
+        } else {
+            Target::Bin {
+                bin: uint(r.bin, "measurements", "bin")?,
+                kernel: kernel_by_name(&r.kernel)?,
+            }
+        };
+        Ok(MeasurementKey {
+            matrix: MatrixId(r.matrix_id),
+            device: DeviceId(r.device_id),
+            precision: precision(&r.precision, "measurements", "precision")?,
+            scheme: scheme(r.scheme, "measurements")?,
+            target,
+        })
+    }
+}
+
+/// A whole `measurements` row (`COLUMNS`).
+#[derive(sqlx::FromRow)]
+struct MeasurementRow {
+    id: i64,
+    #[sqlx(flatten)]
+    key: KeyRow,
+    median_ms: f64,
+    spread_ms: f64,
+    repetitions: i64,
+    run_id: Option<i64>,
+    created_at: String,
+}
+
+impl TryFrom<MeasurementRow> for Measurement {
+    type Error = StoreError;
+    fn try_from(r: MeasurementRow) -> Result<Measurement, StoreError> {
+        Ok(Measurement {
+            id: MeasurementId(r.id),
+            data: NewMeasurement {
+                key: r.key.try_into()?,
+                median_ms: r.median_ms,
+                spread_ms: r.spread_ms,
+                repetitions: uint(r.repetitions, "measurements", "repetitions")?,
+                run: r.run_id.map(RunId),
+            },
+            created_at: r.created_at,
+        })
+    }
 }

@@ -1,9 +1,8 @@
 //! The `models` table: trained model files with their metrics and cards.
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, get, precision, to_json};
+use crate::rows::{from_json, precision, to_json};
 use crate::{Model, ModelId, ModelRecord, Store, StoreError};
-use sqlx::sqlite::SqliteRow;
 
 impl Store {
     /// Records a trained model. Returns its id.
@@ -25,31 +24,42 @@ impl Store {
 
     /// Every recorded model, oldest first.
     pub async fn list_models(&self) -> Result<Vec<Model>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, ModelRow>(
             "SELECT id, path, device_name, precision, metrics, card, created_at \
              FROM models ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await
         .op("list_models")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(Model::try_from).collect()
     }
 }
 
-fn decode(r: &SqliteRow) -> Result<Model, StoreError> {
-    const OP: &str = "decode model";
-    let p: String = get(r, "precision", OP)?;
-    let metrics: String = get(r, "metrics", OP)?;
-    let card: String = get(r, "card", OP)?;
-    Ok(Model {
-        id: ModelId(get(r, "id", OP)?),
-        record: ModelRecord {
-            path: get(r, "path", OP)?,
-            device_name: get(r, "device_name", OP)?,
-            precision: precision(&p, "models", "precision")?,
-            metrics: from_json(&metrics, "models", "metrics")?,
-            card: from_json(&card, "models", "card")?,
-        },
-        created_at: get(r, "created_at", OP)?,
-    })
+/// A `models` row as stored.
+#[derive(sqlx::FromRow)]
+struct ModelRow {
+    id: i64,
+    path: String,
+    device_name: String,
+    precision: String,
+    metrics: String,
+    card: String,
+    created_at: String,
+}
+
+impl TryFrom<ModelRow> for Model {
+    type Error = StoreError;
+    fn try_from(r: ModelRow) -> Result<Model, StoreError> {
+        Ok(Model {
+            id: ModelId(r.id),
+            record: ModelRecord {
+                path: r.path,
+                device_name: r.device_name,
+                precision: precision(&r.precision, "models", "precision")?,
+                metrics: from_json(&r.metrics, "models", "metrics")?,
+                card: from_json(&r.card, "models", "card")?,
+            },
+            created_at: r.created_at,
+        })
+    }
 }

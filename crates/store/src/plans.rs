@@ -2,13 +2,12 @@
 //! precision, and which of them is the oracle (the best over all schemes).
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, get, non_negative, precision, scheme_code, NOW};
+use crate::rows::{from_json, non_negative, precision, scheme_code, NOW};
 use crate::{
     canonical_plan_json, DeviceId, MatrixId, PlanId, PlanRecord, Precision, Store, StoreError,
     StoredPlan,
 };
 use sparse::plan::Plan;
-use sqlx::sqlite::SqliteRow;
 use sqlx::AssertSqlSafe;
 
 const COLUMNS: &str =
@@ -80,14 +79,14 @@ impl Store {
             "SELECT {COLUMNS} FROM plans \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? AND is_oracle = 1"
         );
-        let row = sqlx::query(AssertSqlSafe(sql))
+        let row = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
             .fetch_optional(&self.pool)
             .await
             .op("oracle_plan")?;
-        row.as_ref().map(decode).transpose()
+        row.map(StoredPlan::try_from).transpose()
     }
 
     /// The stored plans (one per scheme) of a matrix on a device in a precision,
@@ -102,14 +101,14 @@ impl Store {
             "SELECT {COLUMNS} FROM plans \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? ORDER BY scheme"
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
             .fetch_all(&self.pool)
             .await
             .op("plans_for")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(StoredPlan::try_from).collect()
     }
 
     /// The oracle plans of every matrix on a device in a precision, by matrix id:
@@ -123,32 +122,46 @@ impl Store {
             "SELECT {COLUMNS} FROM plans \
              WHERE device_id = ? AND precision = ? AND is_oracle = 1 ORDER BY matrix_id"
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
             .bind(device.0)
             .bind(precision.as_str())
             .fetch_all(&self.pool)
             .await
             .op("oracle_plans")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(StoredPlan::try_from).collect()
     }
 }
 
-fn decode(r: &SqliteRow) -> Result<StoredPlan, StoreError> {
-    const OP: &str = "decode plan";
-    let plan: String = get(r, "plan", OP)?;
-    let plan: Plan = from_json(&plan, "plans", "plan")?;
-    let p: String = get(r, "precision", OP)?;
-    Ok(StoredPlan {
-        id: PlanId(get(r, "id", OP)?),
-        record: PlanRecord {
-            matrix: MatrixId(get(r, "matrix_id", OP)?),
-            device: DeviceId(get(r, "device_id", OP)?),
-            precision: precision(&p, "plans", "precision")?,
-            plan,
-            total_ms: get(r, "total_ms", OP)?,
-            bins_sum_ms: get(r, "bins_sum_ms", OP)?,
-            is_oracle: get(r, "is_oracle", OP)?,
-        },
-        created_at: get(r, "created_at", OP)?,
-    })
+/// A `plans` row as stored (the columns of `COLUMNS`).
+#[derive(sqlx::FromRow)]
+struct PlanRow {
+    id: i64,
+    matrix_id: i64,
+    device_id: i64,
+    precision: String,
+    plan: String,
+    total_ms: f64,
+    bins_sum_ms: Option<f64>,
+    is_oracle: bool,
+    created_at: String,
+}
+
+impl TryFrom<PlanRow> for StoredPlan {
+    type Error = StoreError;
+    fn try_from(r: PlanRow) -> Result<StoredPlan, StoreError> {
+        let plan: Plan = from_json(&r.plan, "plans", "plan")?;
+        Ok(StoredPlan {
+            id: PlanId(r.id),
+            record: PlanRecord {
+                matrix: MatrixId(r.matrix_id),
+                device: DeviceId(r.device_id),
+                precision: precision(&r.precision, "plans", "precision")?,
+                plan,
+                total_ms: r.total_ms,
+                bins_sum_ms: r.bins_sum_ms,
+                is_oracle: r.is_oracle,
+            },
+            created_at: r.created_at,
+        })
+    }
 }

@@ -2,9 +2,8 @@
 //! kernel time), which the trainer can learn from.
 
 use crate::error::QueryContext;
-use crate::rows::{from_json_opt, get, non_negative, precision, to_json, uint};
+use crate::rows::{from_json_opt, non_negative, precision, to_json, uint};
 use crate::{Request, RequestId, RequestRecord, Store, StoreError};
-use sqlx::sqlite::SqliteRow;
 
 impl Store {
     /// Appends a request to the log, committed when this returns. Returns its id.
@@ -56,7 +55,7 @@ impl Store {
         after: RequestId,
         limit: u32,
     ) -> Result<Vec<Request>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, RequestRow>(
             "SELECT id, at, route, matrix_hash, features, plan, precision, device, model, \
                     kernel_ms, e2e_ms, status \
              FROM requests WHERE id > ? ORDER BY id LIMIT ?",
@@ -66,29 +65,48 @@ impl Store {
         .fetch_all(&self.pool)
         .await
         .op("requests_since")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(Request::try_from).collect()
     }
 }
 
-fn decode(r: &SqliteRow) -> Result<Request, StoreError> {
-    const OP: &str = "decode request";
-    let p: Option<String> = get(r, "precision", OP)?;
-    Ok(Request {
-        id: RequestId(get(r, "id", OP)?),
-        at: get(r, "at", OP)?,
-        record: RequestRecord {
-            route: get(r, "route", OP)?,
-            matrix_hash: get(r, "matrix_hash", OP)?,
-            features: from_json_opt(get(r, "features", OP)?, "requests", "features")?,
-            plan: from_json_opt(get(r, "plan", OP)?, "requests", "plan")?,
-            precision: p
-                .map(|p| precision(&p, "requests", "precision"))
-                .transpose()?,
-            device: get(r, "device", OP)?,
-            model: get(r, "model", OP)?,
-            kernel_ms: get(r, "kernel_ms", OP)?,
-            e2e_ms: get(r, "e2e_ms", OP)?,
-            status: uint(get(r, "status", OP)?, "requests", "status")?,
-        },
-    })
+/// A `requests` row as stored.
+#[derive(sqlx::FromRow)]
+struct RequestRow {
+    id: i64,
+    at: String,
+    route: String,
+    matrix_hash: Option<String>,
+    features: Option<String>,
+    plan: Option<String>,
+    precision: Option<String>,
+    device: Option<String>,
+    model: Option<String>,
+    kernel_ms: Option<f64>,
+    e2e_ms: Option<f64>,
+    status: i64,
+}
+
+impl TryFrom<RequestRow> for Request {
+    type Error = StoreError;
+    fn try_from(r: RequestRow) -> Result<Request, StoreError> {
+        Ok(Request {
+            id: RequestId(r.id),
+            at: r.at,
+            record: RequestRecord {
+                route: r.route,
+                matrix_hash: r.matrix_hash,
+                features: from_json_opt(r.features, "requests", "features")?,
+                plan: from_json_opt(r.plan, "requests", "plan")?,
+                precision: r
+                    .precision
+                    .map(|p| precision(&p, "requests", "precision"))
+                    .transpose()?,
+                device: r.device,
+                model: r.model,
+                kernel_ms: r.kernel_ms,
+                e2e_ms: r.e2e_ms,
+                status: uint(r.status, "requests", "status")?,
+            },
+        })
+    }
 }

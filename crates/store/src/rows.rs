@@ -1,27 +1,12 @@
 //! Conversions between Rust values and column values, shared by the table modules.
 
-use crate::error::QueryContext;
 use crate::{Precision, StoreError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sparse::Scheme;
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
 
 /// The current time as stored in `created_at`-like columns.
 pub(crate) const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-
-/// Reads a column of a row, naming the operation on failure.
-pub(crate) fn get<'r, T>(
-    row: &'r SqliteRow,
-    column: &str,
-    op: &'static str,
-) -> Result<T, StoreError>
-where
-    T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
-{
-    row.try_get(column).op(op)
-}
 
 /// A count for an INTEGER column.
 pub(crate) fn int(value: u64, what: &'static str) -> Result<i64, StoreError> {

@@ -1,13 +1,17 @@
 //! The `training_runs` table: when the trainer ran, with what parameters, and
-//! whether it finished (a killed run stays `running` with no end time).
+//! whether it finished. A killed run stays `running` with no end time until a
+//! later trainer sees that its process is gone (pid, host and token recorded by
+//! [`Store::start_owned_run`], `heartbeat_at` kept fresh by [`Store::heartbeat_run`])
+//! and marks it with [`Store::interrupt_abandoned_run`].
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, get, precision, to_json, NOW};
-use crate::{DeviceId, RunId, RunRecord, RunStatus, Store, StoreError, TrainingRun};
-use sqlx::sqlite::SqliteRow;
+use crate::rows::{from_json, precision, to_json, uint, NOW};
+use crate::{DeviceId, RunId, RunOwner, RunRecord, RunStatus, Store, StoreError, TrainingRun};
 use sqlx::AssertSqlSafe;
 
-const COLUMNS: &str = "id, started_at, finished_at, device_id, precision, params, status, notes";
+const COLUMNS: &str = "id, started_at, finished_at, device_id, precision, params, status, notes, \
+     pid, host, token, heartbeat_at, \
+     (julianday('now') - julianday(COALESCE(heartbeat_at, started_at))) * 86400.0 AS idle_s";
 
 impl Store {
     /// Records the start of a training run (status `running`). Returns its id.
@@ -24,6 +28,64 @@ impl Store {
         .await
         .op("start_run")?;
         Ok(RunId(id))
+    }
+
+    /// Records the start of a training run (status `running`) by the process
+    /// `owner`, with a first heartbeat. Returns its id.
+    pub async fn start_owned_run(
+        &self,
+        r: &RunRecord,
+        owner: &RunOwner,
+    ) -> Result<RunId, StoreError> {
+        let sql = format!(
+            "INSERT INTO training_runs (device_id, precision, params, notes, pid, host, token, heartbeat_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, {NOW}) RETURNING id"
+        );
+        let id: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(r.device.map(|d| d.0))
+            .bind(r.precision.map(|p| p.as_str()))
+            .bind(to_json(&r.params, "run parameters")?)
+            .bind(&r.notes)
+            .bind(i64::from(owner.pid))
+            .bind(&owner.host)
+            .bind(&owner.token)
+            .fetch_one(&self.pool)
+            .await
+            .op("start_owned_run")?;
+        Ok(RunId(id))
+    }
+
+    /// Notes that a running run is making progress (sets `heartbeat_at` to now).
+    /// Does nothing to a run that is no longer `running`.
+    pub async fn heartbeat_run(&self, id: RunId) -> Result<(), StoreError> {
+        let sql = format!(
+            "UPDATE training_runs SET heartbeat_at = {NOW} WHERE id = ? AND status = 'running'"
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await
+            .op("heartbeat_run")?;
+        Ok(())
+    }
+
+    /// Marks a run whose process is gone as [`RunStatus::Interrupted`], its end
+    /// time being its last heartbeat (else its start), with `note` appended to
+    /// its notes. Only a run still `running` is changed, so two trainers
+    /// starting at once mark it once: returns whether this call changed it.
+    pub async fn interrupt_abandoned_run(&self, id: RunId, note: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE training_runs SET status = 'interrupted', \
+               finished_at = COALESCE(heartbeat_at, started_at), \
+               notes = CASE WHEN notes = '' THEN ?1 ELSE notes || char(10) || ?1 END \
+             WHERE id = ?2 AND status = 'running' AND finished_at IS NULL",
+        )
+        .bind(note)
+        .bind(id.0)
+        .execute(&self.pool)
+        .await
+        .op("interrupt_abandoned_run")?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Records the end of a run: its status (anything but
@@ -67,57 +129,86 @@ impl Store {
     /// The run with this id, if any.
     pub async fn run(&self, id: RunId) -> Result<Option<TrainingRun>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM training_runs WHERE id = ?");
-        let row = sqlx::query(AssertSqlSafe(sql))
+        let row = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql))
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await
             .op("run")?;
-        row.as_ref().map(decode).transpose()
+        row.map(TrainingRun::try_from).transpose()
     }
 
     /// Every run, oldest first.
     pub async fn list_runs(&self) -> Result<Vec<TrainingRun>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM training_runs ORDER BY id");
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql))
             .fetch_all(&self.pool)
             .await
             .op("list_runs")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(TrainingRun::try_from).collect()
     }
 
     /// Runs that never finished (still going, or killed), oldest first.
     pub async fn unfinished_runs(&self) -> Result<Vec<TrainingRun>, StoreError> {
         let sql =
             format!("SELECT {COLUMNS} FROM training_runs WHERE finished_at IS NULL ORDER BY id");
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let rows = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql))
             .fetch_all(&self.pool)
             .await
             .op("unfinished_runs")?;
-        rows.iter().map(decode).collect()
+        rows.into_iter().map(TrainingRun::try_from).collect()
     }
 }
 
-fn decode(r: &SqliteRow) -> Result<TrainingRun, StoreError> {
-    const OP: &str = "decode training run";
-    let p: Option<String> = get(r, "precision", OP)?;
-    let params: String = get(r, "params", OP)?;
-    let status: String = get(r, "status", OP)?;
-    Ok(TrainingRun {
-        id: RunId(get(r, "id", OP)?),
-        record: RunRecord {
-            device: get::<Option<i64>>(r, "device_id", OP)?.map(DeviceId),
-            precision: p
-                .map(|p| precision(&p, "training_runs", "precision"))
-                .transpose()?,
-            params: from_json(&params, "training_runs", "params")?,
-            notes: get(r, "notes", OP)?,
-        },
-        status: status.parse().map_err(|_| StoreError::Decode {
-            table: "training_runs",
-            column: "status",
-            message: format!("unknown status '{status}'"),
-        })?,
-        started_at: get(r, "started_at", OP)?,
-        finished_at: get(r, "finished_at", OP)?,
-    })
+/// A `training_runs` row as stored, with its idle time computed by the query.
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    started_at: String,
+    finished_at: Option<String>,
+    device_id: Option<i64>,
+    precision: Option<String>,
+    params: String,
+    status: String,
+    notes: String,
+    pid: Option<i64>,
+    host: Option<String>,
+    token: Option<String>,
+    heartbeat_at: Option<String>,
+    idle_s: f64,
+}
+
+impl TryFrom<RunRow> for TrainingRun {
+    type Error = StoreError;
+    fn try_from(r: RunRow) -> Result<TrainingRun, StoreError> {
+        let owner = match (r.pid, r.host, r.token) {
+            (Some(pid), Some(host), Some(token)) => Some(RunOwner {
+                pid: uint(pid, "training_runs", "pid")?,
+                host,
+                token,
+            }),
+            _ => None,
+        };
+        Ok(TrainingRun {
+            id: RunId(r.id),
+            record: RunRecord {
+                device: r.device_id.map(DeviceId),
+                precision: r
+                    .precision
+                    .map(|p| precision(&p, "training_runs", "precision"))
+                    .transpose()?,
+                params: from_json(&r.params, "training_runs", "params")?,
+                notes: r.notes,
+            },
+            status: r.status.parse().map_err(|_| StoreError::Decode {
+                table: "training_runs",
+                column: "status",
+                message: format!("unknown status '{}'", r.status),
+            })?,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            owner,
+            heartbeat_at: r.heartbeat_at,
+            idle_s: r.idle_s.max(0.0),
+        })
+    }
 }

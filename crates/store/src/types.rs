@@ -435,6 +435,19 @@ pub struct RunRecord {
     pub notes: String,
 }
 
+/// The process that runs a training run: what the next trainer checks to tell a
+/// run still going from one whose process is gone (see [`crate::Store::start_owned_run`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOwner {
+    /// Process id.
+    pub pid: u32,
+    /// Host name of the machine.
+    pub host: String,
+    /// A random token of the process, so that a later process given the same pid
+    /// (common in containers) can tell the run is not its own.
+    pub token: String,
+}
+
 /// A stored training run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainingRun {
@@ -448,6 +461,12 @@ pub struct TrainingRun {
     pub started_at: String,
     /// When it finished; `None` while running or after a kill.
     pub finished_at: Option<String>,
+    /// The process running it, when it was started with one.
+    pub owner: Option<RunOwner>,
+    /// When it last reported progress (ISO-8601 UTC), when it did.
+    pub heartbeat_at: Option<String>,
+    /// Seconds from its last heartbeat (else its start) to when it was read.
+    pub idle_s: f64,
 }
 
 impl TrainingRun {

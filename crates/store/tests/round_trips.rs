@@ -476,6 +476,51 @@ async fn runs_start_and_finish() {
 }
 
 #[tokio::test]
+async fn an_owned_run_keeps_its_owner_and_heartbeat_and_is_interrupted_once() {
+    let s = Store::open_in_memory().await.unwrap();
+    let owner = store::RunOwner {
+        pid: 4242,
+        host: "box".into(),
+        token: "t0k".into(),
+    };
+    let rec = RunRecord {
+        device: None,
+        precision: Some(Precision::F32),
+        params: json!({}),
+        notes: "labelling".into(),
+    };
+    let id = s.start_owned_run(&rec, &owner).await.unwrap();
+    let run = s.run(id).await.unwrap().unwrap();
+    assert_eq!(run.owner.as_ref(), Some(&owner));
+    let first = run.heartbeat_at.clone().expect("a first heartbeat");
+    assert!(run.idle_s >= 0.0 && run.idle_s < 60.0, "{}", run.idle_s);
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    s.heartbeat_run(id).await.unwrap();
+    let beat = s.run(id).await.unwrap().unwrap().heartbeat_at.unwrap();
+    assert!(beat > first, "{beat} after {first}");
+
+    assert!(s.interrupt_abandoned_run(id, "process gone").await.unwrap());
+    // A second trainer noticing it too changes nothing.
+    assert!(!s.interrupt_abandoned_run(id, "again").await.unwrap());
+    let run = s.run(id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Interrupted);
+    assert_eq!(run.finished_at.as_deref(), Some(beat.as_str()));
+    assert_eq!(run.record.notes, "labelling\nprocess gone");
+    assert!(s.unfinished_runs().await.unwrap().is_empty());
+    // A finished run takes no heartbeat, and cannot be marked abandoned.
+    s.heartbeat_run(id).await.unwrap();
+    assert_eq!(s.run(id).await.unwrap().unwrap().heartbeat_at, Some(beat));
+    let done = s.start_run(&rec).await.unwrap();
+    assert!(s.run(done).await.unwrap().unwrap().owner.is_none());
+    s.finish_run(done, RunStatus::Finished, "").await.unwrap();
+    assert!(!s.interrupt_abandoned_run(done, "no").await.unwrap());
+    assert_eq!(
+        s.run(done).await.unwrap().unwrap().status,
+        RunStatus::Finished
+    );
+}
+
+#[tokio::test]
 async fn requests_are_logged_and_read_incrementally() {
     let s = Store::open_in_memory().await.unwrap();
     let full = RequestRecord {

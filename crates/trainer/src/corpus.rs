@@ -181,28 +181,23 @@ impl CorpusOptions {
     }
 }
 
-/// Kinds of the matrices in a folder's `index.csv` (`file` and `kind` columns), when present.
+/// The columns of a folder's `index.csv` this module reads (others are ignored).
+#[derive(serde::Deserialize)]
+struct IndexLine {
+    file: String,
+    kind: String,
+}
+
+/// Kinds of the matrices in a folder's `index.csv` (`file` and `kind` columns),
+/// when present; unreadable lines are skipped.
 fn folder_kinds(dir: &Path) -> HashMap<String, String> {
-    let mut out = HashMap::new();
     let Ok(mut r) = csv::Reader::from_path(dir.join("index.csv")) else {
-        return out;
+        return HashMap::new();
     };
-    let headers = match r.headers() {
-        Ok(h) => h.clone(),
-        Err(_) => return out,
-    };
-    let (Some(fi), Some(ki)) = (
-        headers.iter().position(|h| h == "file"),
-        headers.iter().position(|h| h == "kind"),
-    ) else {
-        return out;
-    };
-    for rec in r.records().flatten() {
-        if let (Some(f), Some(k)) = (rec.get(fi), rec.get(ki)) {
-            out.insert(f.to_string(), k.to_string());
-        }
-    }
-    out
+    r.deserialize::<IndexLine>()
+        .flatten()
+        .map(|l| (l.file, l.kind))
+        .collect()
 }
 
 /// The Matrix Market files of a folder, sorted by name.
@@ -357,4 +352,24 @@ pub async fn request_items(store: &store::Store, dir: &Path) -> Result<(Vec<Item
         }
     }
     Ok((items, missing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folder_kinds_reads_file_and_kind_and_ignores_other_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("index.csv"),
+            "file,group,kind,notes\na.mtx.gz,HB,\"structural problem\",\"x, y\"\nb.mtx,G,graph,\n",
+        )
+        .unwrap();
+        let k = folder_kinds(dir.path());
+        assert_eq!(k.len(), 2);
+        assert_eq!(k["a.mtx.gz"], "structural problem");
+        assert_eq!(k["b.mtx"], "graph");
+        assert!(folder_kinds(&dir.path().join("none")).is_empty());
+    }
 }

@@ -431,69 +431,109 @@ pub fn print_table(rows: &[EvalRow]) {
     }
 }
 
-/// A time for a table: empty when unknown.
-fn opt_ms(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v:.6}")
-    } else {
-        String::new()
+/// One row of `evaluation_*.csv`; the field names are the header.
+#[derive(serde::Serialize)]
+struct EvalCsv<'a> {
+    matrix: &'a str,
+    source: &'a str,
+    nnz: usize,
+    #[serde(serialize_with = "ms")]
+    overhead_ms: f64,
+    #[serde(serialize_with = "display")]
+    predicted_scheme: Scheme,
+    #[serde(serialize_with = "ms")]
+    predicted_ms: f64,
+    #[serde(serialize_with = "display")]
+    oracle_scheme: Scheme,
+    #[serde(serialize_with = "ms")]
+    oracle_ms: f64,
+    #[serde(serialize_with = "ratio")]
+    oracle_ratio: f64,
+    best_single: String,
+    #[serde(serialize_with = "ms")]
+    best_single_ms: f64,
+    worst_single: String,
+    #[serde(serialize_with = "ms")]
+    worst_single_ms: f64,
+    #[serde(serialize_with = "ms")]
+    serial_ms: f64,
+    #[serde(serialize_with = "ms")]
+    vector_ms: f64,
+    #[serde(serialize_with = "ms")]
+    csr_adaptive_ms: f64,
+    #[serde(serialize_with = "ms")]
+    rule_ms: f64,
+    stage2_hits: usize,
+    stage2_bins: usize,
+    #[serde(serialize_with = "opt_ms")]
+    cusparse_ms: f64,
+    #[serde(serialize_with = "opt_ms")]
+    cusparse_cupy_ms: f64,
+    #[serde(serialize_with = "opt_ms")]
+    bound_ms: f64,
+    timing: &'a str,
+}
+
+impl<'a> EvalCsv<'a> {
+    fn of(r: &'a EvalRow) -> EvalCsv<'a> {
+        EvalCsv {
+            matrix: &r.matrix,
+            source: &r.source,
+            nnz: r.nnz,
+            overhead_ms: r.overhead_ms,
+            predicted_scheme: r.predicted_scheme,
+            predicted_ms: r.predicted_ms,
+            oracle_scheme: r.oracle_scheme,
+            oracle_ms: r.oracle_ms,
+            oracle_ratio: r.oracle_ratio(),
+            best_single: r.best_single.name(),
+            best_single_ms: r.best_single_ms,
+            worst_single: r.worst_single.name(),
+            worst_single_ms: r.worst_single_ms,
+            serial_ms: r.serial_ms,
+            vector_ms: r.vector_ms,
+            csr_adaptive_ms: r.csr_adaptive_ms,
+            rule_ms: r.rule_ms,
+            stage2_hits: r.stage2_hits,
+            stage2_bins: r.stage2_bins,
+            cusparse_ms: r.cusparse_ms,
+            cusparse_cupy_ms: r.cusparse_cupy_ms,
+            bound_ms: r.bound_ms,
+            timing: r.timing,
+        }
     }
 }
 
-/// Writes the rows as CSV.
+/// A time in ms with 6 decimals.
+fn ms<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:.6}"))
+}
+
+/// A ratio with 4 decimals.
+fn ratio<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{v:.4}"))
+}
+
+/// A time in ms with 6 decimals, or an empty cell when unknown (NaN).
+fn opt_ms<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() {
+        ms(v, s)
+    } else {
+        s.serialize_str("")
+    }
+}
+
+/// A value by its `Display` form.
+fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// Writes the rows as CSV, the header taken from [`EvalCsv`]'s fields (no rows:
+/// an empty file).
 pub fn write_csv(rows: &[EvalRow], path: &Path) -> Result<()> {
     let mut w = csv::Writer::from_path(path)?;
-    w.write_record([
-        "matrix",
-        "source",
-        "nnz",
-        "overhead_ms",
-        "predicted_scheme",
-        "predicted_ms",
-        "oracle_scheme",
-        "oracle_ms",
-        "oracle_ratio",
-        "best_single",
-        "best_single_ms",
-        "worst_single",
-        "worst_single_ms",
-        "serial_ms",
-        "vector_ms",
-        "csr_adaptive_ms",
-        "rule_ms",
-        "stage2_hits",
-        "stage2_bins",
-        "cusparse_ms",
-        "cusparse_cupy_ms",
-        "bound_ms",
-        "timing",
-    ])?;
     for r in rows {
-        w.write_record([
-            r.matrix.clone(),
-            r.source.clone(),
-            r.nnz.to_string(),
-            format!("{:.6}", r.overhead_ms),
-            r.predicted_scheme.to_string(),
-            format!("{:.6}", r.predicted_ms),
-            r.oracle_scheme.to_string(),
-            format!("{:.6}", r.oracle_ms),
-            format!("{:.4}", r.oracle_ratio()),
-            r.best_single.name(),
-            format!("{:.6}", r.best_single_ms),
-            r.worst_single.name(),
-            format!("{:.6}", r.worst_single_ms),
-            format!("{:.6}", r.serial_ms),
-            format!("{:.6}", r.vector_ms),
-            format!("{:.6}", r.csr_adaptive_ms),
-            format!("{:.6}", r.rule_ms),
-            r.stage2_hits.to_string(),
-            r.stage2_bins.to_string(),
-            opt_ms(r.cusparse_ms),
-            opt_ms(r.cusparse_cupy_ms),
-            opt_ms(r.bound_ms),
-            r.timing.to_string(),
-        ])?;
+        w.serialize(EvalCsv::of(r))?;
     }
     w.flush()?;
     Ok(())

@@ -30,6 +30,9 @@ pub struct LabelOptions {
     /// kernel measured so far on that bin is recorded from that one run (it cannot
     /// be the label: the machines' noise is far below this factor). 0 disables it.
     pub hopeless_factor: f64,
+    /// A run still `running` without a heartbeat for this long is marked
+    /// interrupted when labelling starts (see [`crate::runs`]).
+    pub stale_after: std::time::Duration,
 }
 
 impl Default for LabelOptions {
@@ -40,6 +43,7 @@ impl Default for LabelOptions {
             max_reps: 25,
             target_ms: 4.0,
             hopeless_factor: 8.0,
+            stale_after: crate::runs::DEFAULT_STALE_AFTER,
         }
     }
 }
@@ -99,6 +103,8 @@ pub struct Labeller<'a> {
     pub run: Option<RunId>,
     /// Timing options.
     pub opts: LabelOptions,
+    /// The run's heartbeat, written as measurements are stored.
+    pub heartbeat: crate::runs::Heartbeat,
 }
 
 /// The store's precision of a value type.
@@ -372,7 +378,7 @@ impl Labeller<'_> {
                 run: self.run,
             })
             .await?;
-        Ok(())
+        self.heartbeat.beat(self.store).await
     }
 
     /// Times a plan as a whole: a first run to size the repetitions, then the

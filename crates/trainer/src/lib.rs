@@ -14,4 +14,5 @@ pub mod label;
 pub mod peers;
 pub mod pipeline;
 pub mod report;
+pub mod runs;
 pub mod split;

@@ -71,6 +71,11 @@ struct Common {
     /// Most timed repetitions per measurement.
     #[arg(long, global = true, default_value_t = 25)]
     max_reps: usize,
+    /// A training run left `running` with no heartbeat for this many minutes is
+    /// marked interrupted when labelling starts (one whose process is gone on
+    /// this host is marked at once).
+    #[arg(long, global = true, default_value_t = 30.0)]
+    stale_run_minutes: f64,
     /// Also learn from served work: the matrices of the request log whose copies
     /// the server kept in DIR (`server --keep-matrices DIR`).
     #[arg(long, global = true, value_name = "DIR")]
@@ -164,6 +169,10 @@ impl Common {
         LabelOptions {
             min_reps: self.min_reps,
             max_reps: self.max_reps.max(self.min_reps),
+            stale_after: std::time::Duration::try_from_secs_f64(
+                self.stale_run_minutes.max(0.0) * 60.0,
+            )
+            .unwrap_or(std::time::Duration::MAX),
             ..LabelOptions::default()
         }
     }

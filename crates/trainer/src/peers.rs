@@ -7,40 +7,33 @@ use std::collections::HashMap;
 use std::path::Path;
 use store::Precision;
 
+/// The columns of `bench/cusparse_bench.py`'s CSV this module reads.
+#[derive(serde::Deserialize)]
+struct CusparseLine {
+    matrix: String,
+    precision: String,
+    #[serde(deserialize_with = "csv::invalid_option")]
+    ms_cupy: Option<f64>,
+    #[serde(deserialize_with = "csv::invalid_option")]
+    ms_spmv_raw: Option<f64>,
+}
+
 /// cuSPARSE times by (matrix name, precision): (`cusparseSpMV` ms, CuPy `A @ x` ms).
 #[derive(Debug, Default, Clone)]
 pub struct CusparseTable(pub HashMap<(String, String), (f64, f64)>);
 
 impl CusparseTable {
     /// Reads the CSV of `bench/cusparse_bench.py` (columns `matrix`, `precision`,
-    /// `ms_cupy`, `ms_spmv_raw`; others ignored). Empty cells read as unknown.
+    /// `ms_cupy`, `ms_spmv_raw`; others ignored). Empty or unreadable cells read
+    /// as unknown.
     pub fn load(path: &Path) -> Result<CusparseTable> {
         let mut r = csv::Reader::from_path(path)
             .with_context(|| format!("reading cuSPARSE figures {}", path.display()))?;
-        let h = r.headers()?.clone();
-        let col = |name: &str| {
-            h.iter()
-                .position(|c| c == name)
-                .with_context(|| format!("{} has no column '{name}'", path.display()))
-        };
-        let (mi, pi, ci, ri) = (
-            col("matrix")?,
-            col("precision")?,
-            col("ms_cupy")?,
-            col("ms_spmv_raw")?,
-        );
-        let num = |s: Option<&str>| {
-            s.and_then(|v| v.trim().parse::<f64>().ok())
-                .unwrap_or(f64::NAN)
-        };
         let mut t = HashMap::new();
-        for rec in r.records() {
-            let rec = rec?;
-            let key = (
-                rec.get(mi).unwrap_or("").to_string(),
-                rec.get(pi).unwrap_or("").to_string(),
-            );
-            t.insert(key, (num(rec.get(ri)), num(rec.get(ci))));
+        for line in r.deserialize::<CusparseLine>() {
+            let l = line.with_context(|| format!("reading {}", path.display()))?;
+            let ms = |v: Option<f64>| v.unwrap_or(f64::NAN);
+            t.insert((l.matrix, l.precision), (ms(l.ms_spmv_raw), ms(l.ms_cupy)));
         }
         Ok(CusparseTable(t))
     }

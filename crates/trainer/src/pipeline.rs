@@ -99,6 +99,7 @@ impl Env {
             device: self.device,
             run,
             opts,
+            heartbeat: crate::runs::Heartbeat::new(run),
         }
     }
 }
@@ -133,7 +134,8 @@ async fn label_one<T: DeviceScalar>(
 }
 
 /// Labels every item in the chosen precisions. Already-stored measurements are
-/// reused; a time budget stops between measurements.
+/// reused; a time budget stops between measurements. Runs left `running` by a
+/// killed trainer are marked interrupted first (the rule is in [`crate::runs`]).
 pub async fn label_corpus(
     env: &Env,
     items: &[Item],
@@ -144,15 +146,15 @@ pub async fn label_corpus(
 ) -> Result<LabelledCorpus> {
     let start = Instant::now();
     let deadline = budget.map(|b| start + b);
-    let run = env
-        .store
-        .start_run(&RunRecord {
-            device: Some(env.device),
-            precision: (precisions.len() == 1).then(|| precisions[0]),
-            params,
-            notes: format!("labelling {} matrices", items.len()),
-        })
-        .await?;
+    let me = crate::runs::this_process();
+    crate::runs::interrupt_abandoned(&env.store, &me, opts.stale_after).await?;
+    let record = RunRecord {
+        device: Some(env.device),
+        precision: (precisions.len() == 1).then(|| precisions[0]),
+        params,
+        notes: format!("labelling {} matrices", items.len()),
+    };
+    let run = env.store.start_owned_run(&record, &me).await?;
     let lab = env.labeller(Some(run), opts.clone());
     let mut out = LabelledCorpus::default();
     let pb = progress(items.len(), "label");
@@ -184,6 +186,7 @@ pub async fn label_corpus(
             }
         }
         pb.inc(1);
+        lab.heartbeat.beat(&env.store).await?;
         if out.interrupted {
             break;
         }

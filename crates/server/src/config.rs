@@ -119,6 +119,12 @@ pub struct Config {
     #[arg(long, env = "SPMV_SHUTDOWN_GRACE_S", default_value_t = 30)]
     pub shutdown_grace_s: u64,
 
+    /// Matrix requests (every POST: /predict, /matrices, /spmv) worked on at
+    /// once; past it they are shed at once with 503 and `Retry-After` instead
+    /// of queueing for CPU time.
+    #[arg(long, env = "SPMV_MAX_IN_FLIGHT", default_value_t = 64)]
+    pub max_in_flight: usize,
+
     /// Requests waiting to be written to the request log; past it entries are
     /// dropped (and counted in /metrics) rather than held in memory.
     #[arg(long, env = "SPMV_LOG_QUEUE", default_value_t = 4096)]

@@ -125,6 +125,14 @@ pub enum ApiError {
     /// request can be retried (503 with the reason).
     #[error("the OpenCL device failed: {0}; retry the request")]
     DeviceFault(String),
+    /// Too many matrix requests are being worked on; shed at once (503).
+    #[error("{in_flight} matrix requests are already in progress (the limit); retry in {retry_after_s} s")]
+    Overloaded {
+        /// The configured limit.
+        in_flight: usize,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after_s: u64,
+    },
     /// The readiness probe failed (503, with the reason).
     #[error("not ready: {0}")]
     NotReady(String),
@@ -172,7 +180,8 @@ impl ApiError {
             | Deadline { .. }
             | DeviceFault(_)
             | NotReady(_)
-            | Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | Busy { .. }
+            | Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -193,6 +202,7 @@ impl ApiError {
             NestedGzip => "nested_gzip",
             NonFiniteResult { .. } => "non_finite_result",
             Busy { .. } => "busy",
+            Overloaded { .. } => "overloaded",
             MediaType { .. } => "unsupported_media_type",
             NotFound(_) => "matrix_not_found",
             NoRoute(_) => "no_route",
@@ -300,7 +310,8 @@ impl IntoResponse for ApiError {
         let retry_after = match self {
             ApiError::QueueFull { retry_after_s, .. }
             | ApiError::Deadline { retry_after_s, .. }
-            | ApiError::Busy { retry_after_s, .. } => Some(retry_after_s),
+            | ApiError::Busy { retry_after_s, .. }
+            | ApiError::Overloaded { retry_after_s, .. } => Some(retry_after_s),
             ApiError::DeviceFault(_) => Some(1),
             _ => None,
         };

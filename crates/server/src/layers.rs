@@ -27,6 +27,29 @@ pub async fn deadline(State(s): State<AppState>, req: Request, next: Next) -> Re
     }
 }
 
+/// Sheds matrix requests (POST) past `--max-in-flight` with a quick 503, so
+/// that overload is answered at once instead of queueing CPU work without bound.
+pub async fn shed(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    match s.work_permits().clone().try_acquire_owned() {
+        Ok(permit) => {
+            let resp = next.run(req).await;
+            drop(permit);
+            resp
+        }
+        Err(_) => {
+            s.metrics().queue_full();
+            ApiError::Overloaded {
+                in_flight: s.config().max_in_flight,
+                retry_after_s: s.config().retry_after_s,
+            }
+            .into_response()
+        }
+    }
+}
+
 /// The response for a panicking handler.
 pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
     let what = panic

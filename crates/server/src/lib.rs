@@ -76,6 +76,10 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             layers::deadline,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            layers::shed,
+        ))
         .layer(CatchPanicLayer::custom(layers::panic_response))
         .layer(layers::cors(&state.config().cors_origins))
         .with_state(state)

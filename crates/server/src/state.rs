@@ -295,6 +295,7 @@ struct Inner {
     keys: crate::auth::Keys,
     id_secret: [u8; 32],
     probe: crate::ready::ProbeCache,
+    work: Arc<tokio::sync::Semaphore>,
     metrics: Arc<Metrics>,
     budget: MemoryBudget,
     started: Instant,
@@ -326,6 +327,7 @@ impl AppState {
             keys,
             id_secret,
             probe: Default::default(),
+            work: Arc::new(tokio::sync::Semaphore::new(config.max_in_flight.max(1))),
             limits: Limits::from(&config),
             cache: Mutex::new(ByteLru::new(config.cache_bytes)),
             device,
@@ -436,6 +438,11 @@ impl AppState {
             queue_depth: self.0.queue.depth(),
             device_up: self.0.device.engine.is_some(),
         }
+    }
+
+    /// Permits for matrix requests in progress (see [`crate::layers::shed`]).
+    pub fn work_permits(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.0.work
     }
 
     /// The readiness probe's last outcome.

@@ -210,7 +210,7 @@ async fn cache_evicts_device_buffers_too() {
     assert!(state.gauges().cache_bytes as u64 <= per(&a).max(per(&b)) * 3 / 2);
     // Everything b holds is charged: CSR, device buffers, and beyond them the
     // plan's row lists and the prepared launches.
-    let r = send(&app, get(&format!("/matrices/{}", b.content_hash()))).await;
+    let r = send(&app, get(&format!("/matrices/{}", ids[1]))).await;
     let total = r.json()["bytes"]["total"].as_u64().unwrap();
     assert!(
         total > per(&b) + 2 * server::state::ENTRY_OVERHEAD,

@@ -67,3 +67,25 @@ fn an_opencl_error_is_a_retryable_503_with_its_reason() {
     assert_eq!(resp.status(), 503);
     assert_eq!(resp.headers()["retry-after"], "1");
 }
+
+#[tokio::test]
+async fn matrix_requests_past_the_in_flight_limit_are_shed_at_once() {
+    let (app, state) = test_app(&["--no-device", "--max-in-flight", "1"]).await;
+    let held = state.work_permits().clone().try_acquire_owned().unwrap();
+    let t = std::time::Instant::now();
+    let body = mm_text(&random_matrix(30, 30, 3));
+    let r = send(&app, post("/predict", "text/plain", body.clone())).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error().0, "overloaded");
+    assert!(r.headers.contains_key("retry-after"));
+    assert!(t.elapsed() < Duration::from_millis(500));
+    // Reads are not shed, and once the slot frees the same request is served.
+    assert_eq!(send(&app, get("/healthz")).await.status, 200);
+    drop(held);
+    assert_eq!(
+        send(&app, post("/predict", "text/plain", body))
+            .await
+            .status,
+        200
+    );
+}

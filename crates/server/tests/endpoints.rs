@@ -369,7 +369,7 @@ async fn info_routes() {
     assert!(r.headers["content-type"]
         .to_str()
         .unwrap()
-        .starts_with("text/plain"));
+        .starts_with("application/openmetrics-text"));
     let t = String::from_utf8(r.body.to_vec()).unwrap();
     assert!(
         t.contains("spmv_http_requests_total{route=\"/predict\",method=\"POST\",status=\"200\"} 1"),

@@ -41,13 +41,46 @@ pub async fn shed(State(s): State<AppState>, req: Request, next: Next) -> Respon
         }
         Err(_) => {
             s.metrics().queue_full();
-            ApiError::Overloaded {
+            // Reading a small body to its end keeps the connection usable for
+            // the client's next request; a large one is not read, and the
+            // connection is closed after the answer instead.
+            let drained = drain(req.into_body(), SHED_DRAIN_BYTES).await;
+            let mut resp = ApiError::Overloaded {
                 in_flight: s.config().max_in_flight,
                 retry_after_s: s.config().retry_after_s,
             }
-            .into_response()
+            .into_response();
+            if !drained {
+                resp.headers_mut().insert(
+                    axum::http::header::CONNECTION,
+                    axum::http::HeaderValue::from_static("close"),
+                );
+            }
+            resp
         }
     }
+}
+
+/// Bytes of a shed request's body read and dropped so the connection stays open.
+const SHED_DRAIN_BYTES: usize = 1 << 20;
+
+/// Reads and drops a body; true when it ended within `limit` bytes.
+async fn drain(body: axum::body::Body, limit: usize) -> bool {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(c) => {
+                seen += c.len();
+                if seen > limit {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// The response for a panicking handler.

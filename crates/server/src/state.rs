@@ -552,7 +552,47 @@ impl AppState {
                 device: info.name.clone(),
             });
         }
+        self.make_device_room(need, limit);
         Ok(())
+    }
+
+    /// What the cached matrices already hold on the device counts against the
+    /// limit: least recently used matrices are evicted until `need` more bytes
+    /// fit (they answer 404 afterwards, as any evicted matrix does).
+    fn make_device_room(&self, need: u64, limit: u64) {
+        let mut c = self.cache();
+        let held = |c: &ByteLru<Arc<StoredMatrix>>| -> u64 {
+            c.keys_lru_first()
+                .iter()
+                .filter_map(|k| c.peek(k))
+                .flat_map(|m| m.all_ready())
+                .map(|r| r.device_bytes)
+                .sum()
+        };
+        let mut in_use = held(&c);
+        for key in c.keys_lru_first() {
+            if need.saturating_add(in_use) <= limit {
+                break;
+            }
+            if let Some(m) = c.remove(&key) {
+                let freed: u64 = m.all_ready().iter().map(|r| r.device_bytes).sum();
+                in_use = in_use.saturating_sub(freed);
+                tracing::info!(id = %key, freed, "evicted to make room on the device");
+            }
+        }
+        drop(c);
+        tracing::debug!(need, in_use, limit, "device memory after making room");
+    }
+
+    /// Device bytes held by the matrices in the cache, every precision.
+    pub fn device_bytes_in_use(&self) -> u64 {
+        let c = self.cache();
+        c.keys_lru_first()
+            .iter()
+            .filter_map(|k| c.peek(k))
+            .flat_map(|m| m.all_ready())
+            .map(|r| r.device_bytes)
+            .sum()
     }
 
     /// Plans `m` for precision `p` (blocking, cheap: features are already known).

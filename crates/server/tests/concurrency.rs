@@ -218,3 +218,38 @@ async fn cache_evicts_device_buffers_too() {
         per(&b)
     );
 }
+
+#[tokio::test]
+async fn the_device_fit_counts_what_the_cache_already_holds_on_the_device() {
+    if !have_device("device_fit_counts_the_cache") {
+        return;
+    }
+    let a = random_matrix(400, 400, 50);
+    let b = random_matrix(400, 400, 51);
+    let need = |m: &sparse::Csr<f64>| server::state::device_bytes(m, server::input::Precision::F64);
+    // Room on the device for one of them, not both (the cache itself is large).
+    let limit = (need(&a).max(need(&b)) * 3 / 2).to_string();
+    let (app, state) = test_app(&["--device-memory-bytes", &limit]).await;
+    let mut ids = Vec::new();
+    for m in [&a, &b] {
+        let r = send(&app, post("/matrices", "text/plain", mm_text(m))).await;
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        ids.push(r.json()["id"].as_str().unwrap().to_string());
+    }
+    // a made room for b on the device: it is gone, b is there, and what the
+    // cache holds on the device stays within the limit.
+    assert_eq!(
+        send(&app, get(&format!("/matrices/{}", ids[0])))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        send(&app, get(&format!("/matrices/{}", ids[1])))
+            .await
+            .status,
+        200
+    );
+    assert!(state.device_bytes_in_use() <= need(&a).max(need(&b)) * 3 / 2);
+    assert!(state.device_bytes_in_use() > 0);
+}

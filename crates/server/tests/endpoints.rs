@@ -525,3 +525,51 @@ async fn keep_matrices_writes_each_served_matrix_once_for_the_trainer() {
     assert_eq!(std::fs::read_dir(&keep).unwrap().count(), 1);
 }
 
+#[tokio::test]
+async fn keep_matrices_stops_at_its_byte_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("served");
+    let keep_s = keep.display().to_string();
+    let a = random_matrix(40, 30, 3);
+    let b = random_matrix(40, 30, 4);
+    // Room for one of these matrices, not two.
+    let mut one = Vec::new();
+    sparse::mm::write(&a, &mut one).unwrap();
+    let quota = (one.len() * 3 / 2).to_string();
+    let (app, state) = test_app(&[
+        "--no-device",
+        "--keep-matrices",
+        &keep_s,
+        "--keep-matrices-bytes",
+        &quota,
+    ])
+    .await;
+    let first = keep.join(format!("{}.mtx", matrix_id(&a)));
+    let r = send(&app, post("/predict", "text/plain", mm_text(&a))).await;
+    assert_eq!(r.status, 200);
+    for _ in 0..300 {
+        if first.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        first.exists(),
+        "the first matrix fits the quota and is kept"
+    );
+    let r = send(&app, post("/predict", "text/plain", mm_text(&b))).await;
+    assert_eq!(r.status, 200, "the quota never fails the request itself");
+    for _ in 0..300 {
+        if state.keep_skipped() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(state.keep_skipped(), 1);
+    let names: Vec<_> = std::fs::read_dir(&keep)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    // Only the first matrix, and no temporary file left behind.
+    assert_eq!(names, vec![first.file_name().unwrap().to_owned()]);
+}

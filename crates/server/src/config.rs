@@ -95,6 +95,12 @@ pub struct Config {
     /// Off by default: served matrices may be private.
     #[arg(long, env = "SPMV_KEEP_MATRICES")]
     pub keep_matrices: Option<PathBuf>,
+
+    /// Byte quota of the `--keep-matrices` folder: a matrix that would take the
+    /// folder past it is not kept (logged and counted). Default 1 GiB.
+    #[arg(long, env = "SPMV_KEEP_MATRICES_BYTES", default_value_t = 1 << 30)]
+    pub keep_matrices_bytes: u64,
+
     /// Seconds a client may take to send a request's headers; also how long an
     /// idle keep-alive connection is held open waiting for the next request.
     #[arg(long, env = "SPMV_HEADER_TIMEOUT_S", default_value_t = 10)]

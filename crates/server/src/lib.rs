@@ -16,6 +16,7 @@ pub mod cache;
 pub mod config;
 pub mod error;
 pub mod input;
+pub mod keep;
 pub mod layers;
 pub mod metrics;
 pub mod openapi;

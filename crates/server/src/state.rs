@@ -298,6 +298,7 @@ struct Inner {
     work: Arc<tokio::sync::Semaphore>,
     metrics: Arc<Metrics>,
     budget: MemoryBudget,
+    keeper: Option<Arc<crate::keep::Keeper>>,
     started: Instant,
 }
 
@@ -341,6 +342,10 @@ impl AppState {
                 std::time::Duration::from_millis(config.memory_wait_ms),
                 config.retry_after_s,
             ),
+            keeper: config
+                .keep_matrices
+                .clone()
+                .map(|dir| crate::keep::Keeper::new(dir, config.keep_matrices_bytes)),
             started: Instant::now(),
             config,
         }))
@@ -696,26 +701,25 @@ impl AppState {
     }
 
     /// With `--keep-matrices DIR`, writes the matrix to `DIR/<id>.mtx` once, off the
-    /// request's path, for the trainer to learn from served work.
+    /// request's path, for the trainer to learn from served work (within the
+    /// folder's `--keep-matrices-bytes` quota).
     pub fn keep_matrix(&self, m: &StoredMatrix) {
-        let Some(dir) = self.0.config.keep_matrices.clone() else {
+        let Some(keeper) = self.0.keeper.clone() else {
             return;
         };
-        let path = dir.join(format!("{}.mtx", m.id));
-        if path.exists() {
-            return;
-        }
-        let tmp = dir.join(format!(".{}.mtx.tmp", m.id));
         // The copy is the price of keeping: only paid when --keep-matrices is set.
         let host = m.host.clone();
+        let id = m.id.clone();
         tokio::task::spawn_blocking(move || {
-            let r = std::fs::create_dir_all(&dir)
-                .and_then(|_| sparse::mm::write_path(&host, &tmp))
-                .and_then(|_| std::fs::rename(&tmp, &path));
-            if let Err(e) = r {
-                tracing::warn!(error = %e, path = %path.display(), "could not keep the served matrix");
+            if let Err(e) = keeper.keep(&id, &host) {
+                tracing::warn!(error = %e, %id, "could not keep the served matrix");
             }
         });
+    }
+
+    /// Served matrices `--keep-matrices` turned away because of its byte quota.
+    pub fn keep_skipped(&self) -> u64 {
+        self.0.keeper.as_ref().map_or(0, |k| k.skipped())
     }
 
     /// Writes a served request to the results database, off the request's path

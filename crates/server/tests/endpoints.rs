@@ -336,21 +336,30 @@ async fn delete_then_404() {
 
 #[tokio::test]
 async fn info_routes() {
-    let (app, state) = test_app(&[]).await;
+    // Without a device, /device says so and why; the expected answer follows
+    // from the setup, not from what the state happens to hold.
+    let (app, _) = test_app(&["--no-device"]).await;
+    let r = send(&app, get("/device")).await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(v["available"], false, "{v}");
+    assert_eq!(v["reason"], "disabled by --no-device", "{v}");
+    assert!(v.get("name").is_none(), "{v}");
+
+    let (app, _) = test_app(&[]).await;
     let r = send(&app, get("/healthz")).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["status"], "ok");
 
-    let r = send(&app, get("/device")).await;
-    assert_eq!(r.status, 200);
-    let v = r.json();
-    if state.device().engine.is_some() {
-        assert_eq!(v["available"], true);
+    // With the shared device (its absence fails under CI / SPMV_REQUIRE_DEVICE=1).
+    if have_device("info_routes /device") {
+        let r = send(&app, get("/device")).await;
+        assert_eq!(r.status, 200);
+        let v = r.json();
+        assert_eq!(v["available"], true, "{v}");
         assert!(v["name"].as_str().is_some_and(|n| !n.is_empty()));
         assert!(v["global_mem_bytes"].as_u64().unwrap() > 0);
         assert!(v["copy_bandwidth"]["gbps"].as_f64().unwrap() > 0.0, "{v}");
-    } else {
-        assert_eq!(v["available"], false);
     }
 
     let r = send(&app, get("/models")).await;
@@ -366,10 +375,7 @@ async fn info_routes() {
     send(&app, post("/predict", "text/plain", "garbage")).await;
     let r = send(&app, get("/metrics")).await;
     assert_eq!(r.status, 200);
-    assert!(r.headers["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("application/openmetrics-text"));
+    assert_eq!(r.headers["content-type"], server::metrics::CONTENT_TYPE);
     let t = String::from_utf8(r.body.to_vec()).unwrap();
     assert!(
         t.contains("spmv_http_requests_total{route=\"/predict\",method=\"POST\",status=\"200\"} 1"),
@@ -517,4 +523,53 @@ async fn keep_matrices_writes_each_served_matrix_once_for_the_trainer() {
         200
     );
     assert_eq!(std::fs::read_dir(&keep).unwrap().count(), 1);
+}
+
+#[tokio::test]
+async fn keep_matrices_stops_at_its_byte_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("served");
+    let keep_s = keep.display().to_string();
+    let a = random_matrix(40, 30, 3);
+    let b = random_matrix(40, 30, 4);
+    // Room for one of these matrices, not two.
+    let mut one = Vec::new();
+    sparse::mm::write(&a, &mut one).unwrap();
+    let quota = (one.len() * 3 / 2).to_string();
+    let (app, state) = test_app(&[
+        "--no-device",
+        "--keep-matrices",
+        &keep_s,
+        "--keep-matrices-bytes",
+        &quota,
+    ])
+    .await;
+    let first = keep.join(format!("{}.mtx", matrix_id(&a)));
+    let r = send(&app, post("/predict", "text/plain", mm_text(&a))).await;
+    assert_eq!(r.status, 200);
+    for _ in 0..300 {
+        if first.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        first.exists(),
+        "the first matrix fits the quota and is kept"
+    );
+    let r = send(&app, post("/predict", "text/plain", mm_text(&b))).await;
+    assert_eq!(r.status, 200, "the quota never fails the request itself");
+    for _ in 0..300 {
+        if state.keep_skipped() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(state.keep_skipped(), 1);
+    let names: Vec<_> = std::fs::read_dir(&keep)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    // Only the first matrix, and no temporary file left behind.
+    assert_eq!(names, vec![first.file_name().unwrap().to_owned()]);
 }

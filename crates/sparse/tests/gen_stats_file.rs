@@ -3,7 +3,8 @@
 //! upstream files in `../shared/uf-stats` when those are present.
 //!
 //! Regenerate the file with
-//! `UF_STATS_REGENERATE=1 cargo test -p sparse --test gen_stats_file`.
+//! `UF_STATS_REGENERATE=1 cargo test -p sparse --test gen_stats_file` (that run
+//! only writes; run the test again without the variable to check the file).
 
 use sparse::gen::standin::{
     default_stats_path, derive_stats, load_default_stats, write_stats, KindClass,
@@ -27,12 +28,22 @@ fn shipped_file_matches_upstream_derivation() {
     };
     let derived = derive_stats(&dir).expect("derive from upstream files");
     assert_eq!(derived.len(), 2893);
+    let path = default_stats_path();
     if std::env::var_os("UF_STATS_REGENERATE").is_some() {
-        let path = default_stats_path();
+        // The explicit opt-in path: it writes the file and checks nothing (a run
+        // that wrote the file cannot also be the proof that the file is right).
         let file = std::fs::File::create(&path).expect("create stats file");
         write_stats(std::io::BufWriter::new(file), &derived).expect("write stats file");
-        eprintln!("wrote {}", path.display());
+        eprintln!(
+            "wrote {}; run the test again without UF_STATS_REGENERATE to check it",
+            path.display()
+        );
+        return;
     }
+    // The shipped file, byte for byte, against the derivation written to memory.
+    let shipped_bytes = std::fs::read(&path).expect("read shipped stats");
+    let mut fresh = Vec::new();
+    write_stats(&mut fresh, &derived).expect("write derived stats to memory");
     let shipped = load_default_stats().expect("load shipped stats");
     assert_eq!(shipped.len(), derived.len());
     for (s, d) in shipped.iter().zip(&derived) {
@@ -43,6 +54,12 @@ fn shipped_file_matches_upstream_derivation() {
             d.full_name()
         );
     }
+    assert!(
+        shipped_bytes == fresh,
+        "{} differs from the upstream derivation in its text; regenerate it with \
+         UF_STATS_REGENERATE=1",
+        path.display()
+    );
 }
 
 #[test]

@@ -70,7 +70,7 @@ COPY --from=builder --chown=spmv /out/training-data/ /app/training-data/
 USER spmv
 ENV SPMV_BIND=0.0.0.0:8080 \
     DATABASE_URL=sqlite:///data/spmv.db \
-    SPMV_MODELS=/app/models \
+    SPMV_MODELS_DIR=/app/models \
     POCL_CACHE_DIR=/app/.cache/pocl \
     RUST_LOG=info
 EXPOSE 8080

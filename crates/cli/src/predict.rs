@@ -18,7 +18,7 @@ pub struct Args {
     model: Option<PathBuf>,
     /// Models folder searched when --model is not given (default: env SPMV_MODELS_DIR, else
     /// `models/` found from the working directory or the executable).
-    #[arg(long)]
+    #[arg(long, alias = "models", env = "SPMV_MODELS_DIR")]
     models_dir: Option<PathBuf>,
     /// Precision the plan is for: f32 or f64.
     #[arg(long, default_value = "f64", value_parser = ["f32", "f64"])]

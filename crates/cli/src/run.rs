@@ -48,7 +48,7 @@ pub struct Args {
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Models folder (default: env SPMV_MODELS_DIR, else `models/`).
-    #[arg(long)]
+    #[arg(long, alias = "models", env = "SPMV_MODELS_DIR")]
     pub models_dir: Option<PathBuf>,
 }
 

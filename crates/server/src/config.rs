@@ -19,7 +19,7 @@ pub struct Config {
 
     /// Results database (`sqlite://PATH`, a plain path, or `sqlite::memory:`);
     /// served requests are logged there. Default: `spmv.db` in the working directory.
-    #[arg(long, env = "DATABASE_URL")]
+    #[arg(long, alias = "database", env = "DATABASE_URL")]
     pub database_url: Option<String>,
 
     /// Run without a results database (requests are not logged).
@@ -27,7 +27,12 @@ pub struct Config {
     pub no_database: bool,
 
     /// Folder holding the selector models (`*.json`).
-    #[arg(long, env = "SPMV_MODELS", default_value = "models")]
+    #[arg(
+        long = "models-dir",
+        alias = "models",
+        env = "SPMV_MODELS_DIR",
+        default_value = "models"
+    )]
     pub models: PathBuf,
 
     /// OpenCL device to use, as a case-insensitive substring of "platform / device"

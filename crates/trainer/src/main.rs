@@ -50,14 +50,19 @@ struct Common {
     /// OpenCL device (substring of "platform / device"); default: env SPMV_DEVICE, else the best found.
     #[arg(long, global = true, env = "SPMV_DEVICE")]
     device: Option<String>,
-    /// Results database (default: env DATABASE_URL, else spmv.db in the working directory).
-    #[arg(long, global = true)]
+    /// Results database, a path or sqlite:// URL (default: spmv.db in the working directory).
+    #[arg(
+        long = "database-url",
+        alias = "database",
+        global = true,
+        env = "DATABASE_URL"
+    )]
     database: Option<String>,
     /// Stop labelling after this many minutes (what is measured is kept; run again to resume).
     #[arg(long, global = true)]
     budget_minutes: Option<f64>,
-    /// Where models are written.
-    #[arg(long, global = true)]
+    /// Where models are written (default: models/ of the repository).
+    #[arg(long, alias = "models", global = true, env = "SPMV_MODELS_DIR")]
     models_dir: Option<PathBuf>,
     /// Where the evaluation CSV, report and plots are written.
     #[arg(long, global = true)]

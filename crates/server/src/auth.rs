@@ -188,10 +188,11 @@ pub async fn authenticate(
     let principal = if keys.is_empty() {
         Principal::anonymous()
     } else {
-        match presented_key(&req).and_then(|k| keys.principal(k)) {
+        let presented = presented_key(&req);
+        match presented.and_then(|k| keys.principal(k)) {
             Some(p) => p,
             None if is_open(req.uri().path()) => Principal::anonymous(),
-            None if presented_key(&req).is_some() => {
+            None if presented.is_some() => {
                 return Err(ApiError::Unauthorized("the API key is not valid".into()))
             }
             None => {

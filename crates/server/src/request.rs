@@ -17,13 +17,7 @@ use axum::http::{header, HeaderMap};
 use serde::Deserialize;
 use sparse::Csr;
 
-async fn blocking<R: Send + 'static>(
-    f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
-) -> Result<R, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::internal(format!("blocking task: {e}")))?
-}
+use crate::routes::blocking;
 
 /// The JSON body of /spmv: the matrix as `matrix` (Matrix Market text or a CSR
 /// object), as `matrix_id`, or as CSR fields at the top level beside `x`.

@@ -35,7 +35,8 @@ fn to_store(p: Precision) -> store::Precision {
     }
 }
 
-async fn blocking<R: Send + 'static>(
+/// Runs CPU-bound request work off the async runtime.
+pub(crate) async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
 ) -> Result<R, ApiError> {
     tokio::task::spawn_blocking(f)

@@ -169,6 +169,11 @@ impl StoredMatrix {
         self.ready.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Device bytes held for it, every precision.
+    pub fn device_bytes(&self) -> u64 {
+        self.lock().iter().map(|r| r.device_bytes).sum()
+    }
+
     /// Host bytes charged to the cache: the CSR arrays, plus the id, features
     /// and bookkeeping (a fixed [`ENTRY_OVERHEAD`]).
     pub fn host_bytes(&self) -> u64 {
@@ -566,21 +571,13 @@ impl AppState {
     /// fit (they answer 404 afterwards, as any evicted matrix does).
     fn make_device_room(&self, need: u64, limit: u64) {
         let mut c = self.cache();
-        let held = |c: &ByteLru<Arc<StoredMatrix>>| -> u64 {
-            c.keys_lru_first()
-                .iter()
-                .filter_map(|k| c.peek(k))
-                .flat_map(|m| m.all_ready())
-                .map(|r| r.device_bytes)
-                .sum()
-        };
-        let mut in_use = held(&c);
+        let mut in_use = device_bytes_held(&c);
         for key in c.keys_lru_first() {
             if need.saturating_add(in_use) <= limit {
                 break;
             }
             if let Some(m) = c.remove(&key) {
-                let freed: u64 = m.all_ready().iter().map(|r| r.device_bytes).sum();
+                let freed = m.device_bytes();
                 in_use = in_use.saturating_sub(freed);
                 tracing::info!(id = %key, freed, "evicted to make room on the device");
             }
@@ -591,13 +588,7 @@ impl AppState {
 
     /// Device bytes held by the matrices in the cache, every precision.
     pub fn device_bytes_in_use(&self) -> u64 {
-        let c = self.cache();
-        c.keys_lru_first()
-            .iter()
-            .filter_map(|k| c.peek(k))
-            .flat_map(|m| m.all_ready())
-            .map(|r| r.device_bytes)
-            .sum()
+        device_bytes_held(&self.cache())
     }
 
     /// Plans `m` for precision `p` (blocking, cheap: features are already known).
@@ -768,4 +759,13 @@ fn id_secret(config: &Config) -> anyhow::Result<[u8; 32]> {
             Ok(s)
         }
     }
+}
+
+/// Device bytes held by every matrix in a cache.
+fn device_bytes_held(c: &ByteLru<Arc<StoredMatrix>>) -> u64 {
+    c.keys_lru_first()
+        .iter()
+        .filter_map(|k| c.peek(k))
+        .map(|m| m.device_bytes())
+        .sum()
 }

@@ -5,11 +5,13 @@
 #   scripts/gpu-campaign.sh run [STAGE...]    # on the GPU machine, repo root, .campaign carried
 #   scripts/gpu-campaign.sh rehearse          # here or in CI: the same pipeline on PoCL, tiny corpus
 #
-# Stages of `run`, in this order (default: all): check bench cusparse label fit.
+# Stages of `run`, in this order (default: all): check bench cusparse request label fit.
 #   check     every kernel x precision against the reference on every bundled matrix
 #             and the awkward shapes, on the device (`spmv check`)
 #   bench     `spmv bench --csv`: GB/s beside the device's measured copy bandwidth
 #   cusparse  bench/cusparse_bench.py: cuSPARSE through CuPy, f32 and f64
+#   request   the service on the device: bench/request_path.py times POST /spmv on an
+#             uploaded 1M-nonzero stencil against kernel + x/y transfer time
 #   label     `trainer label` into the results database, stopped by a time budget;
 #             run it again (next command) to resume
 #   fit       fit and evaluate both models: `trainer run` on the device (held-out
@@ -18,7 +20,7 @@
 # Every stage keeps to a share of one command's time (CAMPAIGN_MINUTES, default 9):
 # a stage that would not fit is skipped with a message saying what to run next.
 # Outputs go to $OUT (default ./campaign-out), at most 8 files, each < 16 MiB:
-#   summary.txt campaign.log check.txt bench.csv cusparse.csv campaign.db.xz results.tar.gz
+#   summary.txt campaign.log check.txt bench.csv cusparse.csv request.csv campaign.db.xz results.tar.gz
 # (the database as .gz where neither xz nor Python's lzma exists; .00, .01 parts over 15 MiB)
 # Between commands copy what came back into .campaign/state/ (CAMPAIGN_STATE): the next
 # `run` resumes from the database there and joins the cuSPARSE figures found there.
@@ -27,7 +29,7 @@
 # device that is not NVIDIA: the rehearsal), CAMPAIGN_MANIFEST (corpus manifest),
 # CAMPAIGN_MATRICES (folder), CAMPAIGN_LABEL_MINUTES (cap of one labelling stage),
 # CAMPAIGN_FIT_RESERVE (minutes kept for fit when label and fit run together, 3),
-# CAMPAIGN_{CHECK,BENCH,CUSPARSE,TRAIN}_ARGS (extra arguments of each tool).
+# CAMPAIGN_{CHECK,BENCH,CUSPARSE,REQUEST,TRAIN}_ARGS (extra arguments of each tool).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 B="$ROOT/.campaign"
@@ -98,13 +100,13 @@ EOF
 
 cmd_bundle() {
   command -v cargo >/dev/null || die "bundle needs cargo (Rust): run it where the project builds"
-  say "building release binaries (spmv, trainer)"
-  (cd "$ROOT" && cargo build --release -p cli -p trainer)
+  say "building release binaries (spmv, trainer, server)"
+  (cd "$ROOT" && cargo build --release -p cli -p trainer -p server)
   local state_keep=""
   if [[ -d "$B/state" ]]; then state_keep="$(mktemp -d)"; cp -a "$B/state/." "$state_keep/"; fi
   rm -rf "$B"
   mkdir -p "$B"/{bin,lib,matrices,rehearse-matrices,training-data,models,kernels,bench,state}
-  for b in spmv trainer; do
+  for b in spmv trainer server; do
     cp "$ROOT/target/release/$b" "$B/bin/$b"
     strip --strip-all "$B/bin/$b"
   done
@@ -112,7 +114,7 @@ cmd_bundle() {
   cp "$ROOT"/kernels/* "$B/kernels/"
   cp "$ROOT"/models/*.json "$B/models/" 2>/dev/null || true
   cp "$ROOT/training-data/uf_stats.csv" "$B/training-data/"
-  cp "$ROOT/bench/cusparse_bench.py" "$B/bench/"
+  cp "$ROOT/bench/cusparse_bench.py" "$ROOT/bench/request_path.py" "$B/bench/"
   local shared="$ROOT/../shared/matrices"
   if [[ -d "$shared" ]]; then
     cp "$shared"/*.mtx.gz "$B/matrices/"
@@ -128,7 +130,7 @@ cmd_bundle() {
     cp -a "$state_keep/." "$B/state/"; rm -rf "$state_keep"
     say "kept the earlier state (database, figures) in $B/state"
   fi
-  local glibc; glibc="$(glibc_needed "$B/bin/spmv" "$B/bin/trainer" "$B/bin/clinfo" "$B"/lib/libOpenCL.so.1*)"
+  local glibc; glibc="$(glibc_needed "$B/bin/spmv" "$B/bin/trainer" "$B/bin/server" "$B/bin/clinfo" "$B"/lib/libOpenCL.so.1*)"
   echo "$glibc" >"$B/GLIBC_NEEDED"
   (cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown) >"$B/COMMIT"
   local bytes; bytes="$(du -sb "$B" | cut -f1)"
@@ -276,6 +278,36 @@ stage_cusparse() {
   log "== cusparse: exit $rc"
 }
 
+stage_request() {
+  local py; py="$(command -v python3 || true)"
+  if [[ -z "$py" ]] || ! env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$py" -c 'import numpy, scipy' 2>/dev/null; then
+    log "== request: SKIPPED: no python3 with numpy and scipy"; STATUS+=("request=skipped(no python)"); return 0
+  fi
+  local secs; secs="$(stage_seconds 3 0.5)"
+  if (( secs < 40 )); then
+    log "== request: SKIPPED: not enough time left ($(minutes_left) min)"; STATUS+=("request=skipped(time)"); return 0
+  fi
+  local port; port="$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  log "== request: server on 127.0.0.1:$port (models $B/models, no database)"
+  "$B/bin/server" --bind "127.0.0.1:$port" --no-database --models-dir "$B/models" >"$WORK/server.log" 2>&1 &
+  local pid=$! up=0 i
+  for i in $(seq 1 120); do
+    if "$py" -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/healthz', timeout=1)" 2>/dev/null; then up=1; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if [[ $up != 1 ]]; then
+    log "== request: FAILED: the server did not come up"; tail -20 "$WORK/server.log" >>"$LOG"
+    kill "$pid" 2>/dev/null || true; STATUS+=("request=FAILED(start)"); FAILED=1; return 0
+  fi
+  "$py" -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/device').read().decode()[:400])" >>"$LOG" 2>&1 || true
+  run_stage request "$(( secs - 15 ))" env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$py" "$ROOT/bench/request_path.py" \
+    --url "http://127.0.0.1:$port" --out "$OUT/request.csv" $REQUEST_ARGS
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  tail -3 "$WORK/server.log" | sed 's/^/server: /' >>"$LOG"
+}
+
 stage_label() {
   local secs; secs="$(stage_seconds 60 "$LABEL_RESERVE")"
   if (( secs < 30 )); then
@@ -361,13 +393,14 @@ cmd_run() {
   CHECK_ARGS="${CAMPAIGN_CHECK_ARGS:-}"
   BENCH_ARGS="${CAMPAIGN_BENCH_ARGS:---largest 40 --gen stencil2d:16M --gen stencil2d:4M --gen power_law:4M --gen uniform:4M --gen road_like:4M}"
   CUSPARSE_ARGS="${CAMPAIGN_CUSPARSE_ARGS:---stencil2d 16000000 --stencil2d 4000000}"
+  REQUEST_ARGS="${CAMPAIGN_REQUEST_ARGS:-}"
   TRAIN_ARGS="${CAMPAIGN_TRAIN_ARGS:-}"
   WORK="$(mktemp -d /tmp/spmv-campaign.XXXXXX)"
   LOG="$OUT/campaign.log"
   if [[ -f "$STATE/campaign.log" && ! -f "$LOG" ]]; then cp "$STATE/campaign.log" "$LOG"; fi
-  STAGES=("$@"); [[ ${#STAGES[@]} -eq 0 || " ${STAGES[*]} " == *" all "* ]] && STAGES=(check bench cusparse label fit)
+  STAGES=("$@"); [[ ${#STAGES[@]} -eq 0 || " ${STAGES[*]} " == *" all "* ]] && STAGES=(check bench cusparse request label fit)
   for s in "${STAGES[@]}"; do
-    case $s in check|bench|cusparse|label|fit) ;; *) die "unknown stage '$s' (check bench cusparse label fit all)";; esac
+    case $s in check|bench|cusparse|request|label|fit) ;; *) die "unknown stage '$s' (check bench cusparse request label fit all)";; esac
   done
   LABEL_RESERVE=0.5
   if [[ " ${STAGES[*]} " == *" fit "* ]]; then LABEL_RESERVE="${CAMPAIGN_FIT_RESERVE:-3}"; fi
@@ -382,7 +415,7 @@ cmd_run() {
   [[ $DEVICE_OK == 1 ]] || log "no usable OpenCL device for the campaign: the OpenCL stages are skipped"
   restore_state
   for s in "${STAGES[@]}"; do
-    if [[ $DEVICE_OK != 1 && $s =~ ^(check|bench|label)$ ]]; then
+    if [[ $DEVICE_OK != 1 && $s =~ ^(check|bench|request|label)$ ]]; then
       log "== $s: SKIPPED: needs the NVIDIA OpenCL device"; STATUS+=("$s=skipped(no device)"); continue
     fi
     "stage_$s"
@@ -416,12 +449,13 @@ cmd_rehearse() {
   export CAMPAIGN_FIT_RESERVE=0.7
   export CAMPAIGN_BENCH_ARGS="--reps 3 --warmup 1 --copy-mb 32 --kernels serial,subvector8,vector,csr_adaptive,merge_path --gen stencil2d:20k"
   export CAMPAIGN_CUSPARSE_ARGS="--stencil2d 20000"
+  export CAMPAIGN_REQUEST_ARGS="--nnz 20000 --calls 3 --warmup 1"
   export CAMPAIGN_TRAIN_ARGS="--min-reps 2 --max-reps 3"
   # Command 1: correctness, bench, cuSPARSE (skipped without CuPy), the start of labelling.
-  say "rehearse: command 1 (check bench cusparse label, labelling cut short after 2 s)"
+  say "rehearse: command 1 (check bench cusparse request label, labelling cut short after 2 s)"
   # A 30 kB file limit makes the database come back in parts, as a big one would.
   OUT="$tmp/out1" CAMPAIGN_MINUTES=2.2 CAMPAIGN_LABEL_MINUTES=0.03 CAMPAIGN_MAX_FILE_BYTES=30000 \
-    "$0" run check bench cusparse label || say "rehearse: command 1 exit $? (over-limit warnings expected)"
+    "$0" run check bench cusparse request label || say "rehearse: command 1 exit $? (over-limit warnings expected)"
   expect "$tmp/out1/check.txt" "correctness of every kernel"
   expect "$tmp/out1/bench.csv" "spmv bench CSV"
   expect "$tmp/out1/campaign.db.xz.00" "results database, first part"
@@ -432,6 +466,7 @@ cmd_rehearse() {
     python3 -m unittest discover -s "$ROOT/bench" >/dev/null 2>&1 && say "rehearse: ok: cusparse_bench.py tests (no GPU parts)" \
       || { say "rehearse: cusparse_bench.py tests FAILED"; REH_FAIL=1; }
     if python3 -c 'import cupy' 2>/dev/null; then expect "$tmp/out1/cusparse.csv" "cuSPARSE CSV"; fi
+    expect "$tmp/out1/request.csv" "request path through the service"
   else
     say "rehearse: no scipy here: cusparse_bench.py's tests skipped"
   fi
@@ -480,5 +515,5 @@ case "${1:-}" in
   bundle) cmd_bundle ;;
   run) shift; cmd_run "$@" ;;
   rehearse) cmd_rehearse ;;
-  *) echo "usage: $0 bundle | run [check bench cusparse label fit | all] | rehearse" >&2; exit 2 ;;
+  *) echo "usage: $0 bundle | run [check bench cusparse request label fit | all] | rehearse" >&2; exit 2 ;;
 esac

@@ -624,6 +624,8 @@ pub async fn spmv(
         put("x-precision", p.name().into());
         put("x-kernel-ms", kernel_ms.to_string());
         put("x-device-ms", device_ms.to_string());
+        put("x-upload-x-ms", exec.timings.upload_x_ms().to_string());
+        put("x-download-y-ms", exec.timings.download_y_ms().to_string());
         put("x-server-ms", server_ms.to_string());
         put("x-gbps", gbps.to_string());
         put("x-plan-scheme", planned.plan.scheme.to_string());

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The cost of the service's request path on an uploaded matrix, beside the device work.
+
+Uploads a generated 5-point stencil (about --nnz nonzeros, the grid `spmv bench
+--gen stencil2d:NNZ` builds) to a running spmv-select server, then times
+POST /spmv by id, --calls times after --warmup calls, over one keep-alive
+connection, in two forms:
+  binary  x as little-endian bytes, y back as bytes (Accept: application/octet-stream),
+          the server's timings read from its X-*-Ms headers;
+  json    x and y as JSON arrays, timings from the body's timings_ms.
+Each answer is checked against scipy. One CSV row per precision and form, medians:
+  client_ms   wall clock of the whole request, seen by this client;
+  server_ms   the server's own time for the request (read to written);
+  device_ms   wall clock of the device work (upload x, kernels, download y);
+  kernel_ms, upload_x_ms, download_y_ms   OpenCL profiling of each part;
+  over_device = client_ms / (kernel_ms + upload_x_ms + download_y_ms): the
+               target is <= 1.10 for the binary form on a 1M-nonzero matrix.
+
+Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 1000000] [--out FILE]
+Exit codes: 0 done; 1 a request failed or an answer was wrong; 2 bad usage.
+"""
+
+import argparse
+import csv
+import http.client
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cusparse_bench import stencil2d  # noqa: E402  (the same grid as `spmv bench`)
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self, url):
+        u = urllib.parse.urlparse(url)
+        if u.scheme != "http" or not u.hostname:
+            raise ValueError(f"--url must be http://HOST:PORT, got {url!r}")
+        self.host, self.port = u.hostname, u.port or 80
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+
+    def post(self, path, body, headers):
+        self.conn.request("POST", path, body=body, headers=headers)
+        r = self.conn.getresponse()
+        data = r.read()
+        if r.status >= 300:
+            raise RuntimeError(f"POST {path}: {r.status} {data[:300]!r}")
+        return r, data
+
+
+def upload(client, a):
+    body = json.dumps({
+        "nrows": a.shape[0], "ncols": a.shape[1],
+        "row_ptr": a.indptr.tolist(), "col_idx": a.indices.tolist(), "values": a.data.tolist(),
+    }).encode()
+    _, data = client.post("/matrices", body, {"Content-Type": "application/json"})
+    return json.loads(data)["id"]
+
+
+def one_call(client, mid, precision, x, form):
+    """(y, timings dict, client ms) of one /spmv by id."""
+    import numpy as np
+
+    t = time.perf_counter()
+    if form == "binary":
+        le = "<f4" if precision == "f32" else "<f8"
+        r, data = client.post(
+            f"/spmv?matrix_id={mid}&precision={precision}", x.astype(le).tobytes(),
+            {"Content-Type": "application/octet-stream", "Accept": "application/octet-stream"})
+        ms = (time.perf_counter() - t) * 1e3
+        y = np.frombuffer(data, dtype=le)
+        h = {k.lower(): v for k, v in r.getheaders()}
+        tm = {k: float(h[f"x-{k.replace('_', '-')}-ms"]) for k in
+              ("kernel", "upload_x", "download_y", "device", "server")}
+    else:
+        body = json.dumps({"matrix_id": mid, "x": x.tolist(), "precision": precision}).encode()
+        _, data = client.post("/spmv", body, {"Content-Type": "application/json"})
+        ms = (time.perf_counter() - t) * 1e3
+        doc = json.loads(data)
+        y = np.array(doc["y"])
+        tm = {k: float(doc["timings_ms"][k]) for k in ("kernel", "upload_x", "download_y", "device", "server")}
+    return y, tm, ms
+
+
+def bench(client, mid, a, precision, form, calls, warmup):
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, a.shape[1])
+    dt = np.float32 if precision == "f32" else np.float64
+    want = a.astype(dt) @ x.astype(dt)
+    tol = (1e-3 if precision == "f32" else 1e-9) * (abs(a) @ abs(x) + 1e-30)
+    rows = []
+    for i in range(warmup + calls):
+        y, tm, ms = one_call(client, mid, precision, x, form)
+        if y.shape != want.shape or np.any(np.abs(y - want) > tol):
+            raise RuntimeError(f"{form} {precision}: y differs from scipy")
+        if i >= warmup:
+            rows.append((ms, tm))
+    med = lambda v: statistics.median(v)  # noqa: E731
+    out = {"form": form, "precision": precision, "nrows": a.shape[0], "nnz": a.nnz, "calls": calls,
+           "client_ms": med([r[0] for r in rows])}
+    for k in ("server", "device", "kernel", "upload_x", "download_y"):
+        out[f"{k}_ms"] = med([r[1][k] for r in rows])
+    out["over_device"] = out["client_ms"] / (out["kernel_ms"] + out["upload_x_ms"] + out["download_y_ms"])
+    return out
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--nnz", type=int, default=1_000_000)
+    ap.add_argument("--precision", default="f64,f32")
+    ap.add_argument("--forms", default="binary,json")
+    ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--out", help="CSV file (default: standard output)")
+    args = ap.parse_args(argv)
+    try:
+        client = Client(args.url)
+        precisions = [p for p in args.precision.split(",") if p]
+        forms = [f for f in args.forms.split(",") if f]
+        if any(p not in ("f32", "f64") for p in precisions) or any(f not in ("binary", "json") for f in forms):
+            raise ValueError("--precision takes f32,f64 and --forms binary,json")
+    except ValueError as e:
+        print(f"request_path: {e}", file=sys.stderr)
+        return 2
+    a = stencil2d(args.nnz)
+    fields = ["form", "precision", "nrows", "nnz", "calls", "client_ms", "server_ms", "device_ms",
+              "kernel_ms", "upload_x_ms", "download_y_ms", "over_device"]
+    out = open(args.out, "w", newline="") if args.out else sys.stdout
+    w = csv.DictWriter(out, fieldnames=fields)
+    w.writeheader()
+    try:
+        mid = upload(client, a)
+        for p in precisions:
+            for f in forms:
+                r = bench(client, mid, a, p, f, args.calls, args.warmup)
+                w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+                out.flush()
+                print(f"request_path: {f:6} {p}: client {r['client_ms']:.3f} ms, server {r['server_ms']:.3f}, "
+                      f"device {r['device_ms']:.3f} = kernel {r['kernel_ms']:.3f} + x {r['upload_x_ms']:.3f} "
+                      f"+ y {r['download_y_ms']:.3f}; client / (kernel + transfers) = {r['over_device']:.2f}",
+                      file=sys.stderr)
+    except (RuntimeError, OSError, KeyError, ValueError) as e:
+        print(f"request_path: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if args.out:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

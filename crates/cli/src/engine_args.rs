@@ -13,8 +13,9 @@ pub struct EngineArgs {
     #[arg(long, env = "SPMV_KERNEL_PARAMS")]
     pub kernel_params: Option<String>,
     /// Reductions by NVIDIA warp shuffles: off (portable barriers), auto (on NVIDIA
-    /// GPUs), on (required), emulate (the shuffle path emulated, for testing).
-    #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "off")]
+    /// GPUs, portable elsewhere; the default), on (required), emulate (the shuffle
+    /// path emulated, for testing).
+    #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "auto")]
     pub warp_shuffle: WarpShuffle,
     /// Folder of cached kernel binaries (default: $XDG_CACHE_HOME or ~/.cache, spmv-select/kernels).
     #[arg(long, env = "SPMV_KERNEL_CACHE")]

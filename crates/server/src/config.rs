@@ -166,9 +166,9 @@ pub struct Config {
     #[arg(long = "cors-origin", env = "SPMV_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
-    /// Reductions by NVIDIA warp shuffles: off (portable barriers, the default),
-    /// auto (on NVIDIA GPUs), on (required), emulate (testing).
-    #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "off")]
+    /// Reductions by NVIDIA warp shuffles: off (portable barriers), auto (on
+    /// NVIDIA GPUs, portable elsewhere; the default), on (required), emulate (testing).
+    #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "auto")]
     pub warp_shuffle: engine::WarpShuffle,
 
     /// Kernel parameter overrides `name=value,...` (see `spmv bench --help`).

@@ -166,6 +166,16 @@ pub struct Config {
     #[arg(long = "cors-origin", env = "SPMV_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
+    /// Race an uploaded matrix's planned kernels against every single-kernel plan
+    /// at its first use on the device and keep the fastest (inline requests are
+    /// never tuned). `false` keeps the model's plan as predicted.
+    #[arg(long, env = "SPMV_TUNE_UPLOADS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub tune_uploads: bool,
+
+    /// Time budget of one tuning race, milliseconds (the model's plan is always timed).
+    #[arg(long, env = "SPMV_TUNE_BUDGET_MS", default_value_t = 250.0)]
+    pub tune_budget_ms: f64,
+
     /// Reductions by NVIDIA warp shuffles: off (portable barriers), auto (on
     /// NVIDIA GPUs, portable elsewhere; the default), on (required), emulate (testing).
     #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "auto")]
@@ -182,6 +192,19 @@ pub struct Config {
 }
 
 impl Config {
+    /// How uploaded matrices are tuned.
+    pub fn tune_config(&self) -> crate::tune::TuneConfig {
+        crate::tune::TuneConfig {
+            enabled: self.tune_uploads,
+            budget_ms: if self.tune_budget_ms.is_finite() {
+                self.tune_budget_ms.max(0.0)
+            } else {
+                0.0
+            },
+            reps: 3,
+        }
+    }
+
     /// What the engine is opened with.
     pub fn engine_config(&self) -> engine::EngineConfig {
         let cache_dir = match &self.kernel_cache {

@@ -28,6 +28,7 @@ pub mod request_log;
 pub mod routes;
 pub mod serve;
 pub mod state;
+pub mod tune;
 
 pub use config::{Config, Limits};
 pub use error::ApiError;

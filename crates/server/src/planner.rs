@@ -382,4 +382,7 @@ pub struct Planned {
     pub explanation: Option<Explanation>,
     /// Which selector made it.
     pub model: ModelUsed,
+    /// The race on the device that confirmed or replaced the plan (uploaded
+    /// matrices only; see [`crate::tune`]).
+    pub tuning: Option<crate::tune::Tuning>,
 }

@@ -367,6 +367,7 @@ pub async fn upload(
         "precision": p.name(),
         "plan": PlanView::of(&planned.plan, &planned.binning),
         "model": planned.model,
+        "tuning": planned.tuning,
         "already_uploaded": existed && !created,
         "on_device": ready.is_some(),
         "device": s.device().name(),
@@ -630,6 +631,9 @@ pub async fn spmv(
         put("x-gbps", gbps.to_string());
         put("x-plan-scheme", planned.plan.scheme.to_string());
         put("x-model", planned.model.id.clone());
+        if let Some(t) = &planned.tuning {
+            put("x-tuned", t.chosen.clone());
+        }
         put("x-model-match", planned.model.match_level.as_str().into());
         if let Some(v) = &verify {
             put("x-verified", v["ok"].to_string());
@@ -644,6 +648,7 @@ pub async fn spmv(
         "uploaded": cached,
         "plan": PlanView::of(&planned.plan, &planned.binning),
         "model": &planned.model,
+        "tuning": &planned.tuning,
         "launches": exec.launches,
         "timings_ms": {
             "kernel": kernel_ms,

@@ -602,6 +602,7 @@ impl AppState {
             binning: pred.binning,
             explanation: pred.explanation,
             model: self.0.planner.used(p).clone(),
+            tuning: None,
         }
     }
 
@@ -635,12 +636,15 @@ impl AppState {
                 .await
                 .map_err(ApiError::internal)?
         };
-        let dev_bytes = ready_bytes(&m.host, p, &planned);
         let m2 = m.clone();
-        let planned2 = planned.clone();
-        let buffers = self
-            .on_device(move |engine| upload_blocking(engine, &m2.host, p, &planned2))
+        let tune = self.0.config.tune_config();
+        let (buffers, planned) = self
+            .on_device(move |engine| {
+                let b = upload_blocking(engine, &m2.host, p, &planned)?;
+                crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)
+            })
             .await?;
+        let dev_bytes = ready_bytes(&m.host, p, &planned);
         let ready = Arc::new(Ready {
             precision: p,
             planned,

@@ -87,24 +87,37 @@ async fn spmv_on_a_same_class_cpu_reports_the_model_in_json_and_headers() {
     assert_eq!(r.headers["x-model-match"], "same_class");
 }
 
-#[tokio::test]
-async fn a_gpu_gets_the_rule_and_says_why() {
-    let h100 =
-        selector::DeviceIdentity::new("NVIDIA H100 80GB HBM3", "NVIDIA Corporation", "550", "gpu");
-    let planner = Planner::load(&models_dir(), Some(&h100));
+async fn model_for(name: &str, vendor: &str) -> Value {
+    let gpu = selector::DeviceIdentity::new(name, vendor, "550", "gpu");
+    let planner = Planner::load(&models_dir(), Some(&gpu));
     let (app, _) = app_with_planner(config(&[]), DeviceState::none("test"), planner).await;
     let a = random_matrix(50, 50, 23);
     let v = send(&app, post("/predict", "text/plain", mm_text(&a)))
         .await
         .json();
-    let m = &v["model"];
+    v["model"].clone()
+}
+
+#[tokio::test]
+async fn gpus_get_the_shipped_h100_model_by_how_close_they_are() {
+    // The H100 the campaign trained on: its own model.
+    let m = model_for("NVIDIA H100 80GB HBM3", "NVIDIA Corporation").await;
     assert_eq!(
         (m["kind"].as_str(), m["match"].as_str()),
-        (Some("rule"), Some("none")),
+        (Some("model"), Some("exact")),
         "{m}"
     );
-    assert_eq!(m["fallback"], true);
-    assert!(m["reason"].as_str().unwrap().contains("gpu"), "{m}");
+    assert_eq!(m["file"], "nvidia-h100-80gb-hbm3-f64.json", "{m}");
+    assert_eq!(m["fallback"], false);
+    // Another Hopper: the same architecture class.
+    let m = model_for("NVIDIA H200", "NVIDIA Corporation").await;
+    assert_eq!(m["match"], "same_class", "{m}");
+    assert_eq!(m["file"], "nvidia-h100-80gb-hbm3-f64.json", "{m}");
+    // Any other GPU: the GPU model is closer than the CPU ones, and says so.
+    let m = model_for("gfx90a:sramecc+:xnack-", "Advanced Micro Devices, Inc.").await;
+    assert_eq!(m["match"], "same_type", "{m}");
+    assert_eq!(m["file"], "nvidia-h100-80gb-hbm3-f64.json", "{m}");
+    assert!(!m["match_reason"].as_str().unwrap().is_empty(), "{m}");
 }
 
 /// A temporary models folder with a shipped model under two names, one of them

@@ -80,7 +80,29 @@ impl EvalRow {
     pub fn oracle_ratio(&self) -> f64 {
         self.oracle_ms / self.predicted_ms
     }
+
+    /// The time an uploaded matrix runs at once the service has tuned it: the
+    /// model's plan, unless the best single kernel beats it by the server's
+    /// switch margin (`server::tune`, 3%). Both times come from the same run.
+    pub fn tuned_ms(&self) -> f64 {
+        if self.best_single_ms.is_finite()
+            && self.best_single_ms < self.predicted_ms * (1.0 - TUNE_SWITCH_MARGIN)
+        {
+            self.best_single_ms
+        } else {
+            self.predicted_ms
+        }
+    }
+
+    /// oracle / tuned.
+    pub fn tuned_oracle_ratio(&self) -> f64 {
+        self.oracle_ms / self.tuned_ms()
+    }
 }
+
+/// The margin by which the service's upload tuning wants a single kernel to beat
+/// the model's plan before it switches (mirrors `server::tune::SWITCH_MARGIN`).
+pub const TUNE_SWITCH_MARGIN: f64 = 0.03;
 
 /// Evaluates one matrix. `labels` are its exhaustive labels in this precision.
 pub async fn evaluate_matrix<T: DeviceScalar>(
@@ -343,6 +365,15 @@ pub struct Summary {
     pub beats_cusparse: usize,
     /// Geometric mean of bound / predicted: the share of the copy-bandwidth bound reached.
     pub geomean_bound_fraction: f64,
+    /// Geometric mean of oracle / tuned: an uploaded matrix after the service's
+    /// race of the model's plan against the single kernels ([`EvalRow::tuned_ms`]).
+    pub geomean_oracle_ratio_tuned: f64,
+    /// Worst oracle / tuned.
+    pub worst_oracle_ratio_tuned: f64,
+    /// The matrix of the worst tuned ratio.
+    pub worst_matrix_tuned: String,
+    /// Matrices where tuning replaced the model's plan by a single kernel.
+    pub tuning_switched: usize,
 }
 
 /// Summarises evaluated rows.
@@ -361,6 +392,9 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
     let (h, b) = rows
         .iter()
         .fold((0, 0), |(h, b), r| (h + r.stage2_hits, b + r.stage2_bins));
+    let worst_tuned = rows
+        .iter()
+        .min_by(|a, b| a.tuned_oracle_ratio().total_cmp(&b.tuned_oracle_ratio()));
     Summary {
         matrices: rows.len(),
         geomean_oracle_ratio: geomean(rows.iter().map(|r| r.oracle_ratio())),
@@ -392,6 +426,13 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
         geomean_speedup_vs_cusparse: sp(|r| r.cusparse_ms),
         beats_cusparse: beats(|r| r.cusparse_ms),
         geomean_bound_fraction: geomean(rows.iter().map(|r| r.bound_ms / r.predicted_ms)),
+        geomean_oracle_ratio_tuned: geomean(rows.iter().map(|r| r.tuned_oracle_ratio())),
+        worst_oracle_ratio_tuned: worst_tuned.map_or(f64::NAN, |r| r.tuned_oracle_ratio()),
+        worst_matrix_tuned: worst_tuned.map_or(String::new(), |r| r.matrix.clone()),
+        tuning_switched: rows
+            .iter()
+            .filter(|r| r.tuned_ms() < r.predicted_ms)
+            .count(),
     }
 }
 

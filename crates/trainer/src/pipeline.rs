@@ -552,6 +552,10 @@ pub fn print_summary(tag: &str, s: &Summary) {
         s.geomean_oracle_ratio, s.worst_oracle_ratio, s.worst_matrix, s.geomean_oracle_ratio_first_call, s.median_overhead_spmv_equivalents
     );
     println!(
+        "   uploaded and tuned (model plan raced against the single kernels): geomean {:.3}, worst {:.3} ({}); {} of {} switched",
+        s.geomean_oracle_ratio_tuned, s.worst_oracle_ratio_tuned, s.worst_matrix_tuned, s.tuning_switched, s.matrices
+    );
+    println!(
         "   top-1 accuracy: stage 1 {:.1}%, stage 2 {:.1}%",
         100.0 * s.stage1_accuracy,
         100.0 * s.stage2_accuracy

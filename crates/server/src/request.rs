@@ -1,5 +1,5 @@
-//! The /spmv request body in its three forms (JSON, binary x for an uploaded
-//! matrix, multipart), read within the memory budget: JSON is deserialised
+//! The /spmv request body in its four forms (JSON, binary CSR with x, binary x
+//! for an uploaded matrix, multipart), read within the memory budget: JSON is deserialised
 //! straight into typed fields; multipart parts are streamed, checked by name
 //! and size as they arrive, and decoded (one gzip layer) only once whole.
 
@@ -182,6 +182,23 @@ pub async fn read_spmv(
                 precision: p,
                 verify: q.verify.unwrap_or(false),
             };
+            Ok((req, res))
+        }
+        BodyKind::BinaryCsr => {
+            res.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, &limits))
+                .await?;
+            let req = blocking(move || {
+                let (a, x) = crate::csr_binary::parse(&bytes, &limits)?;
+                let x = x.ok_or_else(|| {
+                    ApiError::Unprocessable(
+                        "no x: an inline binary CSR body for /spmv carries x after the values \
+                         (set flag bit 0 of the header and append ncols values)"
+                            .into(),
+                    )
+                })?;
+                assemble(&q, Some(a), None, Some(x), None, None)
+            })
+            .await?;
             Ok((req, res))
         }
         BodyKind::Multipart(_) => unreachable!("multipart bodies are streamed above"),

@@ -46,7 +46,8 @@ def _server_binary() -> Path:
     given = os.environ.get("SPMV_SERVER_BIN")
     if given:
         return Path(given)
-    exe = ROOT / "target" / "release" / "server"
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    exe = (target if target.is_absolute() else ROOT / target) / "release" / "server"
     if not exe.exists():
         # Fresh checkout: build it (scripts/test.sh builds it before pytest).
         subprocess.run(

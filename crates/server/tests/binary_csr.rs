@@ -117,14 +117,18 @@ fn put_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-fn malformed() -> Vec<(
+/// One malformed body: name, route, body, status, error code, a fragment of the message.
+type Malformed = (
     &'static str,
     &'static str,
     Vec<u8>,
     u16,
     &'static str,
     &'static str,
-)> {
+);
+
+/// Malformed bodies, each with the answer it must get.
+fn malformed() -> Vec<Malformed> {
     let a = Csr::try_new(2, 3, vec![0, 2, 3], vec![0, 2, 1], vec![1.5, -2.0, 4.0]).unwrap();
     let good = encode(&a, 4, 8, None);
     let with_x = encode(&a, 4, 8, Some(&[1.0, 1.0, 1.0]));

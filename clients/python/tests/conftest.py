@@ -16,8 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import json
+import urllib.request
+
 import pytest
-import requests
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "clients" / "python" / "src"))
@@ -91,9 +93,10 @@ def server():
         if proc.poll() is not None:
             break
         try:
-            health = requests.get(srv.url + "/healthz", timeout=2).json()
+            with urllib.request.urlopen(srv.url + "/healthz", timeout=2) as r:
+                health = json.load(r)
             break
-        except (requests.RequestException, ValueError):
+        except (OSError, ValueError):
             time.sleep(0.3)
     if health is None:
         proc.kill()

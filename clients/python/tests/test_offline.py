@@ -5,11 +5,10 @@ import struct
 
 import numpy as np
 import pytest
-import requests
 import scipy.sparse as sp
 
-from spmv_select import ServiceError, as_csr_arrays, csrbin
-from spmv_select.client import _service_error, _ServiceOperator
+from spmv_select import Client, ServiceError, TransportError, as_csr_arrays, csrbin
+from spmv_select.client import _Reply, _service_error, _ServiceOperator
 
 
 def small():
@@ -71,11 +70,7 @@ def test_matrix_inputs():
 
 
 def _response(status, body, headers=None):
-    r = requests.Response()
-    r.status_code = status
-    r._content = body
-    r.headers.update(headers or {})
-    return r
+    return _Reply(status, "Reason", {k.lower(): v for k, v in (headers or {}).items()}, body)
 
 
 def test_errors_carry_status_code_and_message():
@@ -102,3 +97,15 @@ def test_rmatvec_only_when_symmetric():
     op = _ServiceOperator(_Echo(), "m", "f64", (3, 3), symmetric=True)
     np.testing.assert_array_equal(op.rmatvec(np.ones(3)), 2.0 * np.ones(3))
     np.testing.assert_array_equal(op.H.matvec(np.ones(3)), 2.0 * np.ones(3))
+
+
+def test_an_unreachable_service_is_a_transport_error():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    with pytest.raises(TransportError, match="/healthz"):
+        Client(f"http://127.0.0.1:{port}", timeout=5).healthz()
+    with pytest.raises(ValueError, match="http://host"):
+        Client("localhost:8080")

@@ -88,6 +88,18 @@ async fn inline_spmv_with_an_x_section_equals_the_reference() {
             _ => check_y::<f64>(&a_sent, &x_sent, &y),
         }
     }
+    // A multipart form with a binary CSR matrix part and a JSON x part.
+    let mut form =
+        b"--B\r\nContent-Disposition: form-data; name=\"matrix\"\r\nContent-Type: ".to_vec();
+    form.extend_from_slice(CT.as_bytes());
+    form.extend_from_slice(b"\r\n\r\n");
+    form.extend_from_slice(&encode(&a, 4, 8, None));
+    form.extend_from_slice(b"\r\n--B\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n");
+    form.extend_from_slice(serde_json::to_string(&x).unwrap().as_bytes());
+    form.extend_from_slice(b"\r\n--B--\r\n");
+    let r = send(&app, post("/spmv", "multipart/form-data; boundary=B", form)).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    check_y::<f64>(&a, &x, &y_of(&r.json()));
     // JSON y too, with verify from the query.
     let r = send(
         &app,

@@ -109,3 +109,10 @@ def test_an_unreachable_service_is_a_transport_error():
         Client(f"http://127.0.0.1:{port}", timeout=5).healthz()
     with pytest.raises(ValueError, match="http://host"):
         Client("localhost:8080")
+
+
+def test_api_key_is_sent_as_a_bearer_token():
+    c = Client("http://127.0.0.1:1/prefix/", api_key="k" * 16)
+    assert c._http._headers["Authorization"] == "Bearer " + "k" * 16
+    assert c._http._prefix == "/prefix"
+    assert "Authorization" not in Client("http://127.0.0.1:1")._http._headers

@@ -72,8 +72,8 @@ class Server:
             return ""
 
 
-@pytest.fixture(scope="session")
-def server():
+def start_server(*extra):
+    """Starts the server binary with `extra` flags; returns it once /healthz answers."""
     exe = _server_binary()
     if not exe.exists():
         skip_or_fail(f"no server binary at {exe} (cargo build --release -p server)")
@@ -84,6 +84,7 @@ def server():
         "--bind", f"127.0.0.1:{port}",
         "--no-database",
         "--models-dir", str(ROOT / "models"),
+        *extra,
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     srv = Server(f"http://127.0.0.1:{port}", proc, log.name)
@@ -103,14 +104,36 @@ def server():
         proc.wait()
         skip_or_fail(f"the server did not answer /healthz (exit {proc.returncode}):\n{srv.log_tail()}")
     srv.device = bool(health.get("device"))
-    yield srv
-    proc.send_signal(signal.SIGTERM)
+    return srv
+
+
+def stop_server(srv):
+    srv.proc.send_signal(signal.SIGTERM)
     try:
-        proc.wait(timeout=30)
+        srv.proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    os.unlink(log.name)
+        srv.proc.kill()
+        srv.proc.wait()
+    os.unlink(srv.log_path)
+
+
+@pytest.fixture(scope="session")
+def server():
+    srv = start_server()
+    yield srv
+    stop_server(srv)
+
+
+API_KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789ab"}
+
+
+@pytest.fixture(scope="session")
+def keyed_server():
+    """A second server, with API keys and no device."""
+    keys = ",".join(f"{n}:{k}" for n, k in API_KEYS.items())
+    srv = start_server("--no-device", "--api-keys", keys)
+    yield srv
+    stop_server(srv)
 
 
 @pytest.fixture(scope="session")

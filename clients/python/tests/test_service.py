@@ -180,3 +180,19 @@ def test_rmatvec_of_a_general_matrix_is_refused(device_client):
     op = device_client.operator(device_client.upload(A))
     with pytest.raises(NotImplementedError, match="A\\^T x"):
         op.rmatvec(np.ones(A.shape[0]))
+
+
+def test_api_keys_travel_and_ownership_holds(keyed_server):
+    from conftest import API_KEYS
+    from spmv_select import Client
+
+    A = load(FIXTURES[0])
+    with raises("unauthorized", 401, ""):
+        Client(keyed_server.url).upload(A)
+    alice = Client(keyed_server.url, api_key=API_KEYS["alice"])
+    bob = Client(keyed_server.url, api_key=API_KEYS["bob"])
+    mid = alice.upload(A)
+    assert alice.matrix(mid)["matrix"]["nnz"] == A.nnz
+    with raises("matrix_not_found", 404, mid):
+        bob.matrix(mid)
+    alice.delete(mid)

@@ -9,9 +9,13 @@ cd "$(dirname "$0")/.."
 
 fail() { echo "readme-smoke: FAIL: $*" >&2; exit 1; }
 
-# The README's Python example needs numpy, scipy and requests.
+# The README's Python example needs numpy, scipy and requests, and the client
+# package installed from this checkout, as the README says (no dependencies
+# fetched: they are checked just above; reinstalled so that it is this checkout's).
 python3 -c 'import numpy, scipy, requests' 2>/dev/null ||
   python3 -m pip install -q numpy scipy requests >&2
+python3 -m pip install -q --no-deps --force-reinstall ./clients/python >&2 ||
+  fail "pip install ./clients/python failed"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 work=$(mktemp -d)

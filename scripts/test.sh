@@ -10,3 +10,11 @@ else
   echo "test: ../shared not found: corpus-wide tests use the bundled fixtures and say so" >&2
 fi
 cargo test --workspace --release -- --test-threads=2 "$@"
+
+# The Python client's tests start the release server binary (cargo test builds
+# the test binaries, and this makes sure of the server itself).
+cargo build --release -p server
+python3 -c 'import numpy, scipy, requests' 2>/dev/null ||
+  python3 -m pip install -q numpy scipy requests
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+python3 -m pytest -q clients/python/tests

@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
-#[command(about = "Mutation fuzzing of the Matrix Market, JSON CSR and multipart readers")]
+#[command(
+    about = "Mutation fuzzing of the Matrix Market, JSON CSR, binary CSR and multipart readers"
+)]
 struct Args {
     /// Stop after this many inputs.
     #[arg(long, default_value_t = 1_000_000)]
@@ -52,6 +54,7 @@ struct Stats {
     inputs: u64,
     mm: u64,
     json: u64,
+    binary: u64,
     http: u64,
     accepted: u64,
     crashes: u64,
@@ -128,6 +131,7 @@ fn run_one(
         let mut ok = match kind {
             Kind::MatrixMarket => t.matrix_market(input),
             Kind::Json => t.json_csr(input),
+            Kind::BinaryCsr => t.binary_csr(input),
             Kind::Multipart => false,
         };
         if http {
@@ -139,6 +143,7 @@ fn run_one(
     match kind {
         Kind::MatrixMarket => st.mm += 1,
         Kind::Json => st.json += 1,
+        Kind::BinaryCsr => st.binary += 1,
         Kind::Multipart => {}
     }
     st.http += u64::from(http);
@@ -189,7 +194,7 @@ fn report(s: &Stats, elapsed: Duration) {
         s.inputs,
         s.inputs as f64 / secs.max(1e-9)
     );
-    println!("  Matrix Market reader: {}, JSON CSR reader: {}, HTTP (predict/matrices/spmv incl. multipart): {}", s.mm, s.json, s.http);
+    println!("  Matrix Market reader: {}, JSON CSR reader: {}, binary CSR reader: {}, HTTP (predict/matrices/spmv incl. multipart): {}", s.mm, s.json, s.binary, s.http);
     println!(
         "  accepted by some reader: {}, slowest input: {:.1} ms",
         s.accepted, s.slowest_ms

@@ -1,7 +1,8 @@
 //! The starting corpus: Matrix Market files (gzip ones decompressed and cut to
-//! a size that keeps each run fast), JSON CSR documents and /spmv bodies built
-//! from the small ones, and multipart forms holding them.
+//! a size that keeps each run fast), JSON CSR documents, binary CSR bodies and
+//! /spmv bodies built from the small ones, and multipart forms holding them.
 
+use server::csr_binary::encode;
 use std::path::Path;
 
 /// Which reader an input is meant for.
@@ -13,6 +14,8 @@ pub enum Kind {
     Json,
     /// A `multipart/form-data` /spmv body with boundary `B`.
     Multipart,
+    /// A binary CSR body (`application/vnd.spmv-select.csr`), with or without x.
+    BinaryCsr,
 }
 
 /// One corpus entry.
@@ -73,6 +76,9 @@ fn add_derived(text: &[u8], out: &mut Vec<Seed>) {
             spmv["x"] = serde_json::json!(vec![1.0; a.ncols()]);
             spmv["verify"] = serde_json::json!(true);
             out.push(seed(Kind::Json, spmv.to_string().into_bytes()));
+            let x = vec![1.0; a.ncols()];
+            out.push(seed(Kind::BinaryCsr, encode(&a, 4, 8, None)));
+            out.push(seed(Kind::BinaryCsr, encode(&a, 8, 4, Some(&x))));
             a.ncols()
         }
         Err(_) => 3,

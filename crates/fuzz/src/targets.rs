@@ -80,6 +80,11 @@ impl Targets {
         server::input::parse_json_csr(input, &self.limits).is_ok()
     }
 
+    /// The binary CSR reader of the service.
+    pub fn binary_csr(&self, input: &[u8]) -> bool {
+        server::csr_binary::parse(input, &self.limits).is_ok()
+    }
+
     /// The whole HTTP input path: the route and content type follow the kind;
     /// returns the status, or an error for a 5xx other than 503.
     pub fn http(&self, kind: Kind, input: &[u8], variant: u8) -> Result<u16, String> {
@@ -90,6 +95,9 @@ impl Targets {
             (Kind::Json, 0) => ("/predict", "application/json"),
             (Kind::Json, _) => ("/spmv", "application/json"),
             (Kind::Multipart, _) => ("/spmv", "multipart/form-data; boundary=B"),
+            (Kind::BinaryCsr, 0) => ("/predict", server::csr_binary::CONTENT_TYPE),
+            (Kind::BinaryCsr, 1) => ("/matrices", server::csr_binary::CONTENT_TYPE),
+            (Kind::BinaryCsr, _) => ("/spmv", server::csr_binary::CONTENT_TYPE),
         };
         let mut req = Request::post(uri).header("content-type", ct);
         if variant % 7 == 3 {

@@ -16,7 +16,13 @@ fn regressions_neither_panic_nor_fail_the_service() {
         let input = std::fs::read(&path).unwrap();
         targets.matrix_market(&input);
         targets.json_csr(&input);
-        for kind in [Kind::MatrixMarket, Kind::Json, Kind::Multipart] {
+        targets.binary_csr(&input);
+        for kind in [
+            Kind::MatrixMarket,
+            Kind::Json,
+            Kind::Multipart,
+            Kind::BinaryCsr,
+        ] {
             for variant in 0..7u8 {
                 if let Err(e) = targets.http(kind, &input, variant) {
                     panic!("{}: {e}", path.display());
@@ -37,4 +43,27 @@ fn gzip_under_a_small_decompression_cap_is_decoded() {
     let input =
         std::fs::read(root.join("regressions/gzip_cap_below_first_reservation.mtx.gz")).unwrap();
     assert_eq!(targets.http(Kind::MatrixMarket, &input, 0), Ok(200));
+}
+
+/// Binary CSR bodies whose header lies are refused from the header alone: a
+/// declared nnz over the limit (413) and an x section cut short (400), on
+/// every route that takes the format.
+#[test]
+fn lying_binary_csr_headers_get_their_specific_status() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let targets = Targets::new(&root.join("../../models"));
+    for (file, status) in [
+        ("binary_csr_lying_nnz.csr", 413),
+        ("binary_csr_x_truncated.csr", 400),
+    ] {
+        let input = std::fs::read(root.join("regressions").join(file)).unwrap();
+        assert!(!targets.binary_csr(&input), "{file}");
+        for variant in 0..3u8 {
+            assert_eq!(
+                targets.http(Kind::BinaryCsr, &input, variant),
+                Ok(status),
+                "{file}, variant {variant}"
+            );
+        }
+    }
 }

@@ -18,6 +18,11 @@ pub enum ApiError {
     /// The Matrix Market text could not be parsed; the message names the line (400).
     #[error("malformed Matrix Market input: {0}")]
     MatrixMarket(SparseError),
+    /// A binary CSR body (`application/vnd.spmv-select.csr`) whose header or
+    /// length is wrong: magic, version, widths, flags, or a length other than
+    /// the header declares (400).
+    #[error("malformed binary CSR body: {0}")]
+    BinaryCsr(String),
     /// The JSON body could not be parsed or has the wrong shape (400).
     #[error("malformed JSON: {0}")]
     Json(String),
@@ -161,7 +166,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         use ApiError::*;
         match self {
-            BadRequest(_) | MatrixMarket(_) | Json(_) => StatusCode::BAD_REQUEST,
+            BadRequest(_) | MatrixMarket(_) | BinaryCsr(_) | Json(_) => StatusCode::BAD_REQUEST,
             InvalidMatrix(_)
             | NonFinite(_)
             | NonFiniteResult { .. }
@@ -193,6 +198,7 @@ impl ApiError {
             BadRequest(_) => "bad_request",
             MatrixMarket(_) => "invalid_matrix_market",
             Json(_) => "invalid_json",
+            BinaryCsr(_) => "invalid_binary_csr",
             InvalidMatrix(_) => "invalid_matrix",
             NonFinite(_) => "non_finite",
             XLength { .. } => "x_length",

@@ -75,10 +75,13 @@ pub enum BodyKind {
     Multipart(String),
     /// `application/octet-stream`: Matrix Market for matrix endpoints, binary x for /spmv by id.
     Binary,
+    /// `application/vnd.spmv-select.csr`: the binary CSR format of [`crate::csr_binary`].
+    BinaryCsr,
 }
 
 const ACCEPTED: &str = "send text/plain (Matrix Market, optionally gzip), application/json, \
-                        multipart/form-data or application/octet-stream";
+                        application/vnd.spmv-select.csr (binary CSR), multipart/form-data or \
+                        application/octet-stream";
 
 /// Classifies a body by its `Content-Type` (sniffing JSON when there is none).
 pub fn body_kind(headers: &HeaderMap, body: &[u8]) -> Result<BodyKind, ApiError> {
@@ -112,6 +115,7 @@ pub fn body_kind(headers: &HeaderMap, body: &[u8]) -> Result<BodyKind, ApiError>
             Ok(BodyKind::Multipart(boundary))
         }
         "application/octet-stream" => Ok(BodyKind::Binary),
+        crate::csr_binary::CONTENT_TYPE => Ok(BodyKind::BinaryCsr),
         // curl --data-binary sends application/x-www-form-urlencoded unless told
         // otherwise; such a body is taken as Matrix Market text.
         "text/plain"
@@ -290,6 +294,9 @@ pub fn parse_estimate(kind: &BodyKind, bytes: &[u8], limits: &Limits) -> u64 {
     match kind {
         BodyKind::Json => 8 * bytes.len() as u64,
         BodyKind::Multipart(_) => 0,
+        BodyKind::BinaryCsr => {
+            crate::csr_binary::Header::read(bytes, limits).map_or(0, |h| h.parse_estimate())
+        }
         BodyKind::MatrixMarket | BodyKind::Binary => {
             let opts = sparse::mm::ReadOptions::default();
             match sparse::mm::read_header(bytes, &opts, &limits.mm()) {
@@ -383,7 +390,8 @@ pub fn parse_json_csr(bytes: &[u8], limits: &Limits) -> Result<Csr<f64>, ApiErro
     doc.into_csr(limits)
 }
 
-/// Parses the body of /predict or /matrices: Matrix Market or JSON CSR.
+/// Parses the body of /predict or /matrices: Matrix Market, JSON CSR or binary
+/// CSR (without an x section).
 pub fn parse_matrix_body(
     kind: &BodyKind,
     bytes: &[u8],
@@ -392,9 +400,17 @@ pub fn parse_matrix_body(
     match kind {
         BodyKind::Json => parse_json_csr(bytes, limits),
         BodyKind::MatrixMarket | BodyKind::Binary => parse_matrix_market(bytes, limits),
+        BodyKind::BinaryCsr => match crate::csr_binary::parse(bytes, limits)? {
+            (a, None) => Ok(a),
+            (_, Some(_)) => Err(ApiError::BinaryCsr(
+                "the header says an x section follows (flag bit 0), but this endpoint takes a \
+                 matrix only; x belongs to POST /spmv"
+                    .into(),
+            )),
+        },
         BodyKind::Multipart(_) => Err(ApiError::MediaType {
             found: "multipart/form-data".into(),
-            expected: "this endpoint takes the matrix itself: text/plain (Matrix Market, optionally gzip) or application/json (CSR)".into(),
+            expected: "this endpoint takes the matrix itself: text/plain (Matrix Market, optionally gzip), application/json (CSR) or application/vnd.spmv-select.csr (binary CSR)".into(),
         }),
     }
 }

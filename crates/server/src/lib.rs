@@ -14,6 +14,7 @@ pub mod auth;
 pub mod budget;
 pub mod cache;
 pub mod config;
+pub mod csr_binary;
 pub mod error;
 pub mod input;
 pub mod keep;

@@ -1,5 +1,5 @@
-//! The /spmv request body in its three forms (JSON, binary x for an uploaded
-//! matrix, multipart), read within the memory budget: JSON is deserialised
+//! The /spmv request body in its four forms (JSON, binary CSR with x, binary x
+//! for an uploaded matrix, multipart), read within the memory budget: JSON is deserialised
 //! straight into typed fields; multipart parts are streamed, checked by name
 //! and size as they arrive, and decoded (one gzip layer) only once whole.
 
@@ -7,9 +7,8 @@ use crate::budget::Reservation;
 use crate::config::Limits;
 use crate::error::ApiError;
 use crate::input::{
-    body_kind, content_encoding_is_gzip, gunzip_reserved, parse_estimate, parse_json_csr,
-    parse_matrix_market, parse_x_binary, parse_x_json, read_body, BodyKind, CsrJson, MatrixField,
-    Precision, Query,
+    body_kind, content_encoding_is_gzip, gunzip_reserved, parse_estimate, parse_matrix_body,
+    parse_x_binary, parse_x_json, read_body, BodyKind, CsrJson, MatrixField, Precision, Query,
 };
 use crate::state::AppState;
 use axum::body::{Body, Bytes};
@@ -184,6 +183,23 @@ pub async fn read_spmv(
             };
             Ok((req, res))
         }
+        BodyKind::BinaryCsr => {
+            res.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, &limits))
+                .await?;
+            let req = blocking(move || {
+                let (a, x) = crate::csr_binary::parse(&bytes, &limits)?;
+                let x = x.ok_or_else(|| {
+                    ApiError::Unprocessable(
+                        "no x: an inline binary CSR body for /spmv carries x after the values \
+                         (set flag bit 0 of the header and append ncols values)"
+                            .into(),
+                    )
+                })?;
+                assemble(&q, Some(a), None, Some(x), None, None)
+            })
+            .await?;
+            Ok((req, res))
+        }
         BodyKind::Multipart(_) => unreachable!("multipart bodies are streamed above"),
         BodyKind::MatrixMarket => Err(ApiError::Unprocessable(
             "a plain Matrix Market body has no x: send JSON {\"matrix\": \"<Matrix Market>\", \"x\": [...]}, \
@@ -290,21 +306,17 @@ async fn parse_parts(
     for (name, ct, data) in parts {
         match name.as_str() {
             "matrix" => {
-                let json = ct.as_deref().is_some_and(|c| c.contains("json"));
-                let data = gunzip_reserved(data, &limits, res).await?;
-                let kind = if json {
+                let ct = ct.as_deref().unwrap_or("");
+                let kind = if ct.contains("json") {
                     BodyKind::Json
+                } else if ct.contains(crate::csr_binary::CONTENT_TYPE) {
+                    BodyKind::BinaryCsr
                 } else {
                     BodyKind::MatrixMarket
                 };
+                let data = gunzip_reserved(data, &limits, res).await?;
                 res.grow_by(parse_estimate(&kind, &data, &limits)).await?;
-                matrix = Some(
-                    blocking(move || match json {
-                        true => parse_json_csr(&data, &limits),
-                        false => parse_matrix_market(&data, &limits),
-                    })
-                    .await?,
-                );
+                matrix = Some(blocking(move || parse_matrix_body(&kind, &data, &limits)).await?);
             }
             "x" => {
                 res.grow_by(8 * data.len() as u64).await?;

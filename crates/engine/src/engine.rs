@@ -504,6 +504,24 @@ impl Engine {
         Ok(events)
     }
 
+    /// Uploads the x already in the matrix's pinned buffer; returns the upload's
+    /// profiling event.
+    fn upload_staged_x<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        st: &Staging<T>,
+    ) -> Result<Option<Event>> {
+        if m.ncols == 0 {
+            return Ok(None);
+        }
+        let mut ev = Event::empty();
+        m.x.write(&st.x[..m.ncols])
+            .queue(&self.queue)
+            .enew(&mut ev)
+            .enq()?;
+        Ok(Some(ev))
+    }
+
     /// Copies x into the matrix's pinned buffer and uploads it from there;
     /// returns the upload's profiling event.
     fn upload_x<T: DeviceScalar>(
@@ -534,12 +552,48 @@ impl Engine {
         x: &[T],
     ) -> Result<(Vec<T>, Timings)> {
         self.check_call(m, pp, x)?;
+        self.execute_with(
+            m,
+            pp,
+            |staged: &mut [T]| {
+                staged.copy_from_slice(x);
+                Ok::<(), EngineError>(())
+            },
+            |y: &[T]| y.to_vec(),
+        )
+    }
+
+    /// y = A x like [`Engine::execute`], but `fill_x` writes x straight into the
+    /// pinned staging buffer (a slice of `ncols` values) and `read_y` reads y
+    /// straight from it (`nrows` values), so a caller that converts x from its own
+    /// encoding and y to another makes one pass over each and no other copy (the
+    /// service's request path). An error of `fill_x` stops the call before any
+    /// device work. `wall` in the timings spans upload, kernels and download only.
+    pub fn execute_with<T, R, E>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        fill_x: impl FnOnce(&mut [T]) -> std::result::Result<(), E>,
+        read_y: impl FnOnce(&[T]) -> R,
+    ) -> std::result::Result<(R, Timings), E>
+    where
+        T: DeviceScalar,
+        E: From<EngineError>,
+    {
+        if pp.matrix_id != m.id {
+            return Err(EngineError::WrongMatrix.into());
+        }
         let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
+        fill_x(&mut st.x[..m.ncols])?;
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
-        let up = self.upload_x(m, &mut st, x)?;
+        let up = self.upload_staged_x(m, &st)?;
         if !pp.complete && m.nrows > 0 {
-            m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
+            m.y.cmd()
+                .queue(&self.queue)
+                .fill(T::zero(), None)
+                .enq()
+                .map_err(EngineError::from)?;
         }
         let events = self.enqueue_all(&steps)?;
         let mut down = None;
@@ -548,27 +602,25 @@ impl Engine {
             m.y.read(&mut st.y[..m.nrows])
                 .queue(&self.queue)
                 .enew(&mut ev)
-                .enq()?;
+                .enq()
+                .map_err(EngineError::from)?;
             down = Some(ev);
         }
-        self.queue.finish()?;
-        let y = st.y[..m.nrows].to_vec();
+        self.queue.finish().map_err(EngineError::from)?;
         let wall_ns = t0.elapsed().as_nanos() as u64;
         let mut kernel_ns = 0;
         for ev in &events {
             kernel_ns += event_ns(ev)?;
         }
         let opt_ns = |e: &Option<Event>| e.as_ref().map_or(Ok(0), event_ns);
-        Ok((
-            y,
-            Timings {
-                kernel_ns,
-                upload_x_ns: opt_ns(&up)?,
-                download_y_ns: opt_ns(&down)?,
-                wall_ns,
-                enqueues: events.len(),
-            },
-        ))
+        let timings = Timings {
+            kernel_ns,
+            upload_x_ns: opt_ns(&up)?,
+            download_y_ns: opt_ns(&down)?,
+            wall_ns,
+            enqueues: events.len(),
+        };
+        Ok((read_y(&st.y[..m.nrows]), timings))
     }
 
     /// Times a prepared plan: uploads x once, runs `warmup` untimed calls, then

@@ -498,8 +498,21 @@ pub fn x_in<T: Scalar>(x: &[f64], ncols: usize) -> Result<Vec<T>, ApiError> {
             found: x.len(),
         });
     }
-    let mut out = Vec::with_capacity(x.len());
-    for (i, &v) in x.iter().enumerate() {
+    let mut out = vec![T::zero(); x.len()];
+    x_into(x, &mut out)?;
+    Ok(out)
+}
+
+/// Converts x into `out` (the device's pinned staging buffer on the request
+/// path), checking its length and that every value is finite in `T`.
+pub fn x_into<T: Scalar>(x: &[f64], out: &mut [T]) -> Result<(), ApiError> {
+    if x.len() != out.len() {
+        return Err(ApiError::XLength {
+            expected: out.len(),
+            found: x.len(),
+        });
+    }
+    for (i, (&v, o)) in x.iter().zip(out.iter_mut()).enumerate() {
         let t = T::from_f64(v);
         if !t.is_finite() {
             return Err(ApiError::NonFinite(format!(
@@ -507,9 +520,9 @@ pub fn x_in<T: Scalar>(x: &[f64], ncols: usize) -> Result<Vec<T>, ApiError> {
                 T::NAME
             )));
         }
-        out.push(t);
+        *o = t;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Encodes y as little-endian bytes.

@@ -445,6 +445,7 @@ fn check_json_y(y: &YVec) -> Result<(), ApiError> {
     let bad = match y {
         YVec::F32(y) => first(y),
         YVec::F64(y) => first(y),
+        YVec::Bytes(_) => None,
     };
     match bad {
         Some((row, v)) => Err(ApiError::NonFiniteResult {
@@ -473,6 +474,7 @@ fn verify_y(a: &Csr<f64>, x: &[f64], y: &YVec) -> Result<Value, ApiError> {
     match y {
         YVec::F32(y) => typed::<f32>(a, x, y),
         YVec::F64(y) => typed::<f64>(a, x, y),
+        YVec::Bytes(_) => Err(ApiError::internal("y was encoded before verification")),
     }
 }
 
@@ -507,6 +509,7 @@ pub async fn spmv(
     // (host memory on a CPU device), count against the memory budget.
     let once = if cached { 0 } else { device_bytes(&m.host, p) };
     let binary_y = wants_binary(&headers);
+    let bytes_y = binary_y && !req.verify;
     held.grow_by(spmv_estimate(m.host.nrows(), m.host.ncols(), binary_y) + once)
         .await?;
     if x.len() != m.host.ncols() {
@@ -536,7 +539,7 @@ pub async fn spmv(
         let (ready, created) = s.ensure_ready(&m, p).await?;
         let (r2, x2) = (ready.clone(), x.clone());
         let exec = s
-            .on_device(move |e| execute_blocking(e, &r2.buffers, &x2))
+            .on_device(move |e| execute_blocking(e, &r2.buffers, &x2, bytes_y))
             .await?;
         (
             ready.planned.clone(),
@@ -551,7 +554,7 @@ pub async fn spmv(
         let exec: Executed = s
             .on_device(move |e| {
                 let b = upload_blocking(e, &m2.host, p, &pl2)?;
-                execute_blocking(e, &b, &x2)
+                execute_blocking(e, &b, &x2, bytes_y)
             })
             .await?;
         let setup = ms(t) - exec.timings.wall_ms();
@@ -600,13 +603,19 @@ pub async fn spmv(
     ));
 
     if wants_binary(&headers) {
-        let bytes = blocking(move || {
-            Ok(match &y {
-                YVec::F32(y) => y_binary(y),
-                YVec::F64(y) => y_binary(y),
-            })
-        })
-        .await?;
+        let bytes = match y {
+            YVec::Bytes(b) => b,
+            y => {
+                blocking(move || {
+                    Ok(match &y {
+                        YVec::F32(y) => y_binary(y),
+                        YVec::F64(y) => y_binary(y),
+                        YVec::Bytes(b) => b.clone(),
+                    })
+                })
+                .await?
+            }
+        };
         let mut resp = (
             [(
                 header::CONTENT_TYPE,
@@ -670,6 +679,11 @@ pub async fn spmv(
         match &y {
             YVec::F32(y) => serde_json::to_writer(&mut out, y),
             YVec::F64(y) => serde_json::to_writer(&mut out, y),
+            YVec::Bytes(_) => {
+                return Err(ApiError::internal(
+                    "y was encoded as bytes for a JSON answer",
+                ))
+            }
         }
         .map_err(ApiError::internal)?;
         out.push(b'}');

@@ -8,7 +8,7 @@ use crate::budget::MemoryBudget;
 use crate::cache::ByteLru;
 use crate::config::{Config, Limits};
 use crate::error::ApiError;
-use crate::input::{x_in, Precision};
+use crate::input::{x_into, y_binary, Precision};
 use crate::metrics::{Gauges, Metrics};
 use crate::planner::{Planned, Planner};
 use crate::queue::DeviceQueue;
@@ -187,6 +187,9 @@ pub enum YVec {
     F32(Vec<f32>),
     /// Double precision.
     F64(Vec<f64>),
+    /// Already encoded as little-endian bytes of the precision (binary answers
+    /// that are not verified: the encoding is the one pass over y).
+    Bytes(Vec<u8>),
 }
 
 /// The result of one SpMV.
@@ -260,32 +263,46 @@ pub fn upload_blocking(
     })
 }
 
-/// y = A x on the device (blocking; run on the device worker).
+/// y = A x on the device (blocking; run on the device worker). x is converted
+/// straight into the pinned staging buffer and y read straight out of it: as
+/// little-endian bytes when `bytes_y` (a binary answer with nothing to verify),
+/// else as values.
 pub fn execute_blocking(
     engine: &Engine,
     b: &DeviceBuffers,
     x: &[f64],
+    bytes_y: bool,
 ) -> Result<Executed, ApiError> {
-    Ok(match b {
-        DeviceBuffers::F32(m, pp) => {
-            let xs = x_in::<f32>(x, m.ncols())?;
-            let (y, timings) = engine.execute(m, pp, &xs)?;
-            Executed {
-                y: YVec::F32(y),
-                timings,
-                launches: pp.launches().len(),
-            }
-        }
-        DeviceBuffers::F64(m, pp) => {
-            let xs = x_in::<f64>(x, m.ncols())?;
-            let (y, timings) = engine.execute(m, pp, &xs)?;
-            Executed {
-                y: YVec::F64(y),
-                timings,
-                launches: pp.launches().len(),
-            }
-        }
-    })
+    fn run<T: DeviceScalar>(
+        engine: &Engine,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x: &[f64],
+        bytes_y: bool,
+        values: fn(Vec<T>) -> YVec,
+    ) -> Result<Executed, ApiError> {
+        let (y, timings) = engine.execute_with(
+            m,
+            pp,
+            |staged: &mut [T]| x_into(x, staged),
+            |y: &[T]| {
+                if bytes_y {
+                    YVec::Bytes(y_binary(y))
+                } else {
+                    values(y.to_vec())
+                }
+            },
+        )?;
+        Ok(Executed {
+            y,
+            timings,
+            launches: pp.launches().len(),
+        })
+    }
+    match b {
+        DeviceBuffers::F32(m, pp) => run(engine, m, pp, x, bytes_y, YVec::F32),
+        DeviceBuffers::F64(m, pp) => run(engine, m, pp, x, bytes_y, YVec::F64),
+    }
 }
 
 struct Inner {

@@ -36,7 +36,10 @@ pub struct Ready {
 
 /// The last probe's outcome.
 #[derive(Default)]
-pub struct ProbeCache(Mutex<Option<(Instant, u64, Result<Ready, String>)>>);
+pub struct ProbeCache(Mutex<Option<Probed>>);
+
+/// When a probe ran, on which engine generation, and its outcome.
+type Probed = (Instant, u64, Result<Ready, String>);
 
 impl ProbeCache {
     /// Forgets the last outcome (the engine it probed is gone).

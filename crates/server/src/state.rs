@@ -749,6 +749,18 @@ impl AppState {
             device_bytes: dev_bytes,
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
         });
+        self.keep_ready(m, ready)
+    }
+
+    /// Attaches freshly uploaded device state to `m` and charges it to the
+    /// cache, unless another request attached the same meanwhile (theirs is
+    /// kept) or its engine was given up after a fault (503, retry).
+    fn keep_ready(
+        &self,
+        m: &Arc<StoredMatrix>,
+        ready: Arc<Ready>,
+    ) -> Result<(Arc<Ready>, bool), ApiError> {
+        let (p, generation, dev_bytes) = (ready.precision, ready.generation, ready.device_bytes);
         // The cache lock, then the matrix's: the order a fault's clean-up takes
         // them in, so buffers of an engine given up are never kept or charged.
         let mut c = self.cache();

@@ -218,3 +218,61 @@ async fn a_device_job_queued_past_its_deadline_is_dropped_and_its_memory_release
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     check_y::<f64>(&a, &x, &y_of(&r.json()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_queued_behind_a_fault_is_run_on_the_rebuilt_engine() {
+    if !have_device("a_request_queued_behind_a_fault") {
+        return;
+    }
+    let (app, state) = test_app(&[]).await;
+    let a = random_matrix(250, 250, 43);
+    let x = random_x(250, 7);
+    let id = upload(&app, &a).await;
+    let body = json!({"matrix_id": id, "x": x}).to_string();
+
+    // Queue: a job holding the worker, a job failing with an OpenCL error,
+    // then the /spmv whose device buffers belong to the engine that fails.
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let s2 = state.clone();
+    let busy = tokio::spawn(async move { s2.queue().run(move |_| wait.recv().ok()).await });
+    while state.queue().in_flight() < 1 {
+        tokio::task::yield_now().await;
+    }
+    let s2 = state.clone();
+    let failing = tokio::spawn(async move {
+        s2.on_device(|_| -> Result<(), server::ApiError> {
+            Err(server::ApiError::DeviceFault(
+                "CL_INVALID_COMMAND_QUEUE (test)".into(),
+            ))
+        })
+        .await
+    });
+    while state.queue().in_flight() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let app2 = app.clone();
+    let spmv =
+        tokio::spawn(async move { send(&app2, post("/spmv", "application/json", body)).await });
+    while state.queue().in_flight() < 3 {
+        tokio::task::yield_now().await;
+    }
+    release.send(()).unwrap();
+    busy.await.unwrap().unwrap();
+    let e = failing.await.unwrap().unwrap_err();
+    assert_eq!(e.code(), "device_error");
+
+    // The /spmv found a newer engine than its buffers': it was uploaded again
+    // to the rebuilt engine and run there, with a correct y.
+    let r = spmv.await.unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    check_y::<f64>(&a, &x, &y_of(&v));
+    assert!(
+        v["timings_ms"]["setup"].as_f64().is_some(),
+        "not re-uploaded: {v}"
+    );
+    assert_eq!(metric(&app, "spmv_device_faults_total").await, 1.0);
+    assert_eq!(metric(&app, "spmv_device_rebuilds_total").await, 1.0);
+    let r = send(&app, get(&format!("/matrices/{id}"))).await.json();
+    assert_eq!(r["uploaded"].as_array().map(Vec::len), Some(1), "{r}");
+}

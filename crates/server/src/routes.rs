@@ -104,7 +104,7 @@ pub async fn wrong_method(req: Request) -> ApiError {
 pub async fn healthz(State(s): State<AppState>) -> Json<Value> {
     Json(json!({
         "status": "ok",
-        "device": s.device().engine.is_some(),
+        "device": s.device().available(),
         "uptime_s": s.uptime_s(),
     }))
 }
@@ -343,7 +343,7 @@ pub async fn upload(
     })
     .await?;
     let (m, existed) = s.insert(m)?;
-    let (ready, created) = if s.device().engine.is_some() {
+    let (ready, created) = if s.device().available() {
         match s.ensure_ready(&m, p).await {
             Ok((r, c)) => (Some(r), c),
             Err(e) => {
@@ -554,7 +554,7 @@ pub async fn spmv(
             found: x.len(),
         });
     }
-    if s.device().engine.is_none() {
+    if !s.device().available() {
         // Without a device, bad x is still a 4xx rather than the 503 below. With
         // one, the conversion on the device worker checks x (x_in) once, on the
         // way to the device, instead of converting it twice per call.
@@ -565,10 +565,10 @@ pub async fn spmv(
         })
         .await?;
     }
-    s.device()
-        .engine
-        .as_ref()
-        .ok_or_else(|| ApiError::NoDevice(s.device().unavailable.clone().unwrap_or_default()))?;
+    if !s.device().available() {
+        let why = s.device().unavailable.clone().unwrap_or_default();
+        return Err(ApiError::NoDevice(why));
+    }
 
     s.check_device_fit(&m.host, p)?;
     let (planned, exec, setup_ms) = if cached {

@@ -28,8 +28,13 @@ use std::time::Instant;
 /// The device the service runs on, or why there is none.
 #[derive(Clone)]
 pub struct DeviceState {
-    /// The engine, when a device was opened.
+    /// The engine, when a device was opened. [`AppState::new`] hands it to
+    /// its [`DeviceSlot`] and keeps none here, so that a device fault can
+    /// really drop it: use [`DeviceState::available`] to ask whether there
+    /// is a device.
     pub engine: Option<Arc<Engine>>,
+    /// The device's description, kept when the engine is handed on.
+    info: Option<DeviceInfo>,
     /// Copy bandwidth measured at start-up (the bandwidth bound's reference).
     pub copy: Option<CopyBandwidth>,
     /// Why there is no device, when there is none.
@@ -62,6 +67,7 @@ impl DeviceState {
                 tracing::info!(device = %i.name, platform = %i.platform, kind = %i.kind,
                     copy_gbps = copy.as_ref().map(|c| c.gbps), "OpenCL device ready");
                 DeviceState {
+                    info: Some(engine.info().clone()),
                     engine: Some(Arc::new(engine)),
                     copy,
                     unavailable: None,
@@ -78,6 +84,7 @@ impl DeviceState {
     pub fn none(reason: impl Into<String>) -> DeviceState {
         DeviceState {
             engine: None,
+            info: None,
             copy: None,
             unavailable: Some(reason.into()),
         }
@@ -85,7 +92,13 @@ impl DeviceState {
 
     /// The device's description.
     pub fn info(&self) -> Option<&DeviceInfo> {
-        self.engine.as_ref().map(|e| e.info())
+        self.info.as_ref()
+    }
+
+    /// Whether a device was opened at start (it may be rebuilding now: see
+    /// [`DeviceSlot::is_up`]).
+    pub fn available(&self) -> bool {
+        self.info.is_some()
     }
 
     /// The device's name.
@@ -352,6 +365,12 @@ impl AppState {
             move |_| worker_slot.recover(),
             metrics.job_counters(),
         );
+        // The slot holds the engine from now on: this copy must not keep a
+        // context alive that a fault gives up.
+        let device = DeviceState {
+            engine: None,
+            ..device
+        };
         let log = store
             .clone()
             .map(|db| RequestLog::start(db, config.log_queue, metrics.clone()));

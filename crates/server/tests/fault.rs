@@ -50,7 +50,13 @@ async fn a_device_fault_rebuilds_the_engine_and_the_next_request_works() {
     if !have_device("a_device_fault_rebuilds_the_engine") {
         return;
     }
-    let (app, state) = test_app(&["--rebuild-backoff-ms", "1500"]).await;
+    // A device of its own (not the one the test binary shares), to see that
+    // the faulted engine is really let go.
+    let dev = tokio::task::spawn_blocking(|| server::DeviceState::open(None))
+        .await
+        .unwrap();
+    let first = std::sync::Arc::downgrade(dev.engine.as_ref().expect("a device"));
+    let (app, state) = test_app_with(&["--rebuild-backoff-ms", "1500"], dev).await;
     let a = random_matrix(400, 300, 40);
     let x = random_x(300, 4);
     let id = upload(&app, &a).await;
@@ -87,6 +93,10 @@ async fn a_device_fault_rebuilds_the_engine_and_the_next_request_works() {
     assert_eq!(r.error().0, "device_recovering", "{:?}", r.error());
     assert_eq!(state.device_bytes_in_use(), 0);
     assert!(state.device_slot().generation() > generation);
+    assert!(
+        first.upgrade().is_none(),
+        "the faulted engine is still held"
+    );
     assert_eq!(metric(&app, "spmv_device_up").await, 0.0);
     // ... but the host copy of the uploaded matrix is still there.
     let r = send(&app, get(&format!("/matrices/{id}"))).await;

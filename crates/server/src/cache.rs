@@ -162,6 +162,18 @@ impl<V: Clone> ByteLru<V> {
         Ok(Some(evicted))
     }
 
+    /// Charges `bytes` fewer to `key` (device buffers given up); no entry
+    /// goes below zero. False when `key` is absent.
+    pub fn shrink(&mut self, key: &str, bytes: usize) -> bool {
+        let Some(slot) = self.slots.get_mut(key) else {
+            return false;
+        };
+        let less = bytes.min(slot.bytes);
+        slot.bytes -= less;
+        self.used -= less;
+        true
+    }
+
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<V> {
         let slot = self.slots.remove(key)?;
@@ -221,5 +233,17 @@ mod tests {
         assert_eq!(c.bytes_of("b"), Some(80));
         assert!(c.grow("b", 30).is_err());
         assert_eq!(c.grow("zz", 1), Ok(None));
+    }
+
+    #[test]
+    fn shrink_gives_bytes_back_without_going_below_zero() {
+        let mut c = ByteLru::new(100);
+        c.insert("a", 1, 30).unwrap();
+        c.grow("a", 50).unwrap();
+        assert!(c.shrink("a", 50));
+        assert_eq!((c.bytes_of("a"), c.used()), (Some(30), 30));
+        assert!(c.shrink("a", 500));
+        assert_eq!((c.bytes_of("a"), c.used()), (Some(0), 0));
+        assert!(!c.shrink("zz", 1));
     }
 }

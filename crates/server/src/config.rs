@@ -116,7 +116,8 @@ pub struct Config {
     pub body_timeout_s: u64,
 
     /// Seconds a request may take from its headers to its answer, device work
-    /// included (503 past it, the device job is abandoned).
+    /// included (503 past it). A device job still queued then is dropped
+    /// without running; one running finishes and its result is discarded.
     #[arg(long, env = "SPMV_REQUEST_TIMEOUT_S", default_value_t = 120)]
     pub request_timeout_s: u64,
 
@@ -129,6 +130,17 @@ pub struct Config {
     /// service closes their connections and exits.
     #[arg(long, env = "SPMV_SHUTDOWN_GRACE_S", default_value_t = 30)]
     pub shutdown_grace_s: u64,
+
+    /// Attempts to reopen the device after a device fault (OpenCL error)
+    /// before it is reported down; another round starts with a request after
+    /// a cool-down.
+    #[arg(long, env = "SPMV_REBUILD_ATTEMPTS", default_value_t = 5)]
+    pub rebuild_attempts: u32,
+
+    /// Milliseconds waited after the first failed attempt to reopen the
+    /// device, doubled after each further one (at most 30 s).
+    #[arg(long, env = "SPMV_REBUILD_BACKOFF_MS", default_value_t = 500)]
+    pub rebuild_backoff_ms: u64,
 
     /// Matrix requests (every POST: /predict, /matrices, /spmv) worked on at
     /// once; past it they are shed at once with 503 and `Retry-After` instead

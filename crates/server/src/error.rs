@@ -130,6 +130,31 @@ pub enum ApiError {
     /// request can be retried (503 with the reason).
     #[error("the OpenCL device failed: {0}; retry the request")]
     DeviceFault(String),
+    /// The device is being rebuilt after a fault (or could not be reopened
+    /// yet); the request can be retried (503 with `Retry-After`).
+    #[error("the OpenCL device is being recovered: {reason}; retry in {retry_after_s} s")]
+    Recovering {
+        /// What happened and where the recovery stands.
+        reason: String,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after_s: u64,
+    },
+    /// The request's deadline passed while its device job waited (it was
+    /// dropped without running) or ran (it finishes and its result is
+    /// discarded: a running kernel cannot be interrupted) (503).
+    #[error("{}; retry in {retry_after_s} s", if *started {
+        format!("the request's deadline passed while its device job was running ({waited_ms} ms after it was queued); the job finishes and its result is discarded")
+    } else {
+        format!("the request's deadline passed after its device job waited {waited_ms} ms in the device queue; the job was dropped without running")
+    })]
+    DeviceDeadline {
+        /// Milliseconds from admission to the deadline.
+        waited_ms: u64,
+        /// Whether the job had started on the device.
+        started: bool,
+        /// Seconds to wait, sent as `Retry-After`.
+        retry_after_s: u64,
+    },
     /// Too many matrix requests are being worked on; shed at once (503).
     #[error("{in_flight} matrix requests are already in progress (the limit); retry in {retry_after_s} s")]
     Overloaded {
@@ -184,6 +209,8 @@ impl ApiError {
             | NoDevice(_)
             | Deadline { .. }
             | DeviceFault(_)
+            | Recovering { .. }
+            | DeviceDeadline { .. }
             | NotReady(_)
             | Busy { .. }
             | Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -219,6 +246,8 @@ impl ApiError {
             BodyTimeout(_) => "body_timeout",
             Unauthorized(_) => "unauthorized",
             DeviceFault(_) => "device_error",
+            Recovering { .. } => "device_recovering",
+            DeviceDeadline { .. } => "device_deadline",
             NotReady(_) => "not_ready",
             Deadline { .. } => "deadline",
             Internal(_) => "internal",
@@ -317,7 +346,9 @@ impl IntoResponse for ApiError {
             ApiError::QueueFull { retry_after_s, .. }
             | ApiError::Deadline { retry_after_s, .. }
             | ApiError::Busy { retry_after_s, .. }
-            | ApiError::Overloaded { retry_after_s, .. } => Some(retry_after_s),
+            | ApiError::Overloaded { retry_after_s, .. }
+            | ApiError::Recovering { retry_after_s, .. }
+            | ApiError::DeviceDeadline { retry_after_s, .. } => Some(retry_after_s),
             ApiError::DeviceFault(_) => Some(1),
             _ => None,
         };

@@ -1,5 +1,5 @@
 //! Cross-cutting layers assembled by [`crate::app`]: the per-request deadline
-//! (a JSON 503 with `Retry-After`), and the JSON 500 answered when a handler
+//! (a JSON 503 with `Retry-After`, also given to the request's device jobs), and the JSON 500 answered when a handler
 //! panics (the panic is logged; the process and other requests are unaffected).
 
 use crate::error::ApiError;
@@ -10,11 +10,26 @@ use axum::response::{IntoResponse, Response};
 use std::any::Any;
 use std::time::Duration;
 
-/// Answers 503 when the request is not answered within `--request-timeout-s`;
-/// dropping the handler's future abandons device work still waiting in the queue.
+tokio::task_local! {
+    /// The deadline of the request being served (set by [`deadline`]).
+    static DEADLINE: std::time::Instant;
+}
+
+/// The deadline of the request this task serves, if any: device jobs carry
+/// it, so that one still queued when it passes is dropped without running.
+pub fn request_deadline() -> Option<std::time::Instant> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
+/// Answers 503 when the request is not answered within `--request-timeout-s`.
+/// Its device job, if any, has the same deadline: still queued then, it is
+/// dropped without running (and answered with that reason); running, it
+/// finishes on the device worker and its result is discarded.
 pub async fn deadline(State(s): State<AppState>, req: Request, next: Next) -> Response {
     let seconds = s.config().request_timeout_s;
-    match tokio::time::timeout(Duration::from_secs(seconds), next.run(req)).await {
+    let at = std::time::Instant::now() + Duration::from_secs(seconds);
+    let served = DEADLINE.scope(at, next.run(req));
+    match tokio::time::timeout_at(at.into(), served).await {
         Ok(resp) => resp,
         Err(_) => {
             s.metrics().deadline_exceeded();

@@ -24,6 +24,7 @@ pub mod openapi;
 pub mod planner;
 pub mod queue;
 pub mod ready;
+pub mod recovery;
 pub mod request;
 pub mod request_log;
 pub mod routes;

@@ -2,7 +2,9 @@
 //! in the OpenMetrics text format: request counts by route, method and status;
 //! histograms of request latency by route, of the time device jobs wait in the
 //! queue, and of kernel and device end-to-end time by precision; counters of
-//! shed and failed work; gauges for the cache and the queue.
+//! shed and failed work, of device jobs that expired in the queue or whose
+//! result was discarded, and of device faults and rebuilds; gauges for the
+//! cache and the queue.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -10,6 +12,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+use crate::queue::QueueCounters;
+use crate::recovery::RecoveryCounters;
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -33,6 +38,8 @@ pub struct Metrics {
     deadline: Counter,
     log_failures: Counter,
     log_dropped: Counter,
+    jobs: QueueCounters,
+    recovery: RecoveryCounters,
     cache_bytes: Gauge,
     cache_capacity: Gauge,
     cache_entries: Gauge,
@@ -54,7 +61,7 @@ pub struct Gauges {
     pub queue_in_flight: usize,
     /// The queue's depth.
     pub queue_depth: usize,
-    /// 1 when an OpenCL device is in use.
+    /// 1 when an OpenCL device is in use and not being rebuilt.
     pub device_up: bool,
 }
 
@@ -72,6 +79,8 @@ impl Default for Metrics {
             deadline: Counter::default(),
             log_failures: Counter::default(),
             log_dropped: Counter::default(),
+            jobs: QueueCounters::default(),
+            recovery: RecoveryCounters::default(),
             cache_bytes: Gauge::default(),
             cache_capacity: Gauge::default(),
             cache_entries: Gauge::default(),
@@ -133,6 +142,31 @@ impl Metrics {
             self.log_dropped.clone(),
         );
         r.register(
+            "device_jobs_expired",
+            "Device jobs dropped without running: their request's deadline passed (or its client left) while they waited",
+            self.jobs.expired.clone(),
+        );
+        r.register(
+            "device_jobs_discarded",
+            "Device jobs that ran to their end after their request stopped waiting (result discarded)",
+            self.jobs.discarded.clone(),
+        );
+        r.register(
+            "device_faults",
+            "Device jobs that failed with an OpenCL error (each drops the engine for a rebuild)",
+            self.recovery.faults.clone(),
+        );
+        r.register(
+            "device_rebuilds",
+            "Engines rebuilt and checked after a device fault",
+            self.recovery.rebuilds.clone(),
+        );
+        r.register(
+            "device_rebuild_failures",
+            "Attempts to rebuild the engine after a device fault that failed",
+            self.recovery.rebuild_failures.clone(),
+        );
+        r.register(
             "cache_bytes",
             "Bytes held by the matrix cache (host and device)",
             self.cache_bytes.clone(),
@@ -159,9 +193,19 @@ impl Metrics {
         );
         r.register(
             "device_up",
-            "1 when an OpenCL device is in use",
+            "1 when an OpenCL device is in use and not being rebuilt",
             self.device_up.clone(),
         );
+    }
+
+    /// The device queue's counters (the queue counts into them).
+    pub fn job_counters(&self) -> QueueCounters {
+        self.jobs.clone()
+    }
+
+    /// The fault-recovery counters (the device slot counts into them).
+    pub fn recovery_counters(&self) -> RecoveryCounters {
+        self.recovery.clone()
     }
 
     /// Counts one finished request.

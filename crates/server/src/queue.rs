@@ -5,14 +5,68 @@
 //! order. Admission is bounded by a semaphore of `depth` permits (jobs running
 //! plus waiting); when none is free the request is turned away at once with
 //! 503 and `Retry-After`, so a burst never piles up unbounded work.
+//!
+//! A job may carry a deadline. One still waiting when its deadline passes (or
+//! whose caller went away) is cancelled: its closure, and whatever it holds
+//! (x, device buffers), is dropped at once, and the worker skips it without
+//! touching the device; its slot frees when the worker reaches it, so the
+//! channel never holds more than `depth` jobs. A running kernel cannot be
+//! interrupted in OpenCL: a job that has started runs to its end on the worker,
+//! and a result nobody waits for any more is discarded. Both are counted.
+//! After each job the worker runs a hook (the device's fault recovery).
 
 use crate::error::ApiError;
+use prometheus_client::metrics::counter::Counter;
 use std::panic::AssertUnwindSafe;
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Semaphore};
 
 type Job<C> = Box<dyn FnOnce(&mut C) + Send>;
+
+/// Counters of jobs that never ran or whose result was not wanted.
+#[derive(Clone, Default)]
+pub struct QueueCounters {
+    /// Jobs cancelled while waiting (deadline passed or caller gone), never run.
+    pub expired: Counter,
+    /// Jobs that ran to their end after their caller stopped waiting.
+    pub discarded: Counter,
+}
+
+const QUEUED: u8 = 0;
+const RUNNING: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// A job's closure and whether the worker or the caller owns it.
+struct Ticket<F> {
+    state: AtomicU8,
+    f: Mutex<Option<F>>,
+}
+
+impl<F> Ticket<F> {
+    /// Moves the job from `QUEUED` to `to`; whoever wins owns the closure.
+    fn claim(&self, to: u8) -> Option<F> {
+        self.state
+            .compare_exchange(QUEUED, to, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        self.f.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn started(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RUNNING
+    }
+}
+
+/// Cancels a job still waiting when its caller stops waiting (deadline or
+/// dropped future), dropping its closure there and then.
+struct CancelOnDrop<F>(Arc<Ticket<F>>);
+
+impl<F> Drop for CancelOnDrop<F> {
+    fn drop(&mut self) {
+        drop(self.0.claim(CANCELLED));
+    }
+}
 
 /// A worker thread owning a context `C` (the device), fed through a bounded queue.
 pub struct DeviceQueue<C> {
@@ -20,6 +74,7 @@ pub struct DeviceQueue<C> {
     depth: usize,
     retry_after_s: u64,
     tx: mpsc::Sender<Job<C>>,
+    counters: QueueCounters,
 }
 
 impl<C: 'static> DeviceQueue<C> {
@@ -28,6 +83,18 @@ impl<C: 'static> DeviceQueue<C> {
         depth: usize,
         retry_after_s: u64,
         init: impl FnOnce() -> C + Send + 'static,
+    ) -> Self {
+        Self::start_with(depth, retry_after_s, init, |_| {}, QueueCounters::default())
+    }
+
+    /// As [`DeviceQueue::start`], with a hook the worker runs after every job
+    /// (after its answer is sent) and the counters to count into.
+    pub fn start_with(
+        depth: usize,
+        retry_after_s: u64,
+        init: impl FnOnce() -> C + Send + 'static,
+        mut after: impl FnMut(&mut C) + Send + 'static,
+        counters: QueueCounters,
     ) -> Self {
         let (tx, rx) = mpsc::channel::<Job<C>>();
         std::thread::Builder::new()
@@ -40,6 +107,11 @@ impl<C: 'static> DeviceQueue<C> {
                     if std::panic::catch_unwind(AssertUnwindSafe(|| job(&mut ctx))).is_err() {
                         tracing::error!("a device job panicked; the worker keeps serving");
                     }
+                    if std::panic::catch_unwind(AssertUnwindSafe(|| after(&mut ctx))).is_err() {
+                        tracing::error!(
+                            "the device worker's hook panicked; the worker keeps serving"
+                        );
+                    }
                 }
             })
             .expect("spawning the device worker thread");
@@ -48,6 +120,7 @@ impl<C: 'static> DeviceQueue<C> {
             depth,
             retry_after_s,
             tx,
+            counters,
         }
     }
 
@@ -56,9 +129,20 @@ impl<C: 'static> DeviceQueue<C> {
         self.depth
     }
 
-    /// Jobs admitted and not yet finished.
+    /// Jobs admitted and not yet finished (or skipped).
     pub fn in_flight(&self) -> usize {
         self.depth - self.permits.available_permits()
+    }
+
+    /// The counters of expired and discarded jobs.
+    pub fn counters(&self) -> &QueueCounters {
+        &self.counters
+    }
+
+    /// Wakes the worker with an empty job (no permit), so that it runs its
+    /// hook even when no request comes.
+    pub fn wake(&self) {
+        let _ = self.tx.send(Box::new(|_: &mut C| {}));
     }
 
     /// Runs `f` on the worker thread and awaits its result, or answers
@@ -67,6 +151,21 @@ impl<C: 'static> DeviceQueue<C> {
         &self,
         f: impl FnOnce(&mut C) -> R + Send + 'static,
     ) -> Result<R, ApiError> {
+        self.run_until(None, f).await
+    }
+
+    /// As [`DeviceQueue::run`], with a deadline: a job still waiting when it
+    /// passes is dropped without running ([`ApiError::DeviceDeadline`] with
+    /// `started: false`); one running by then finishes on the worker and its
+    /// result is discarded (`started: true`).
+    pub async fn run_until<R: Send + 'static, F>(
+        &self,
+        deadline: Option<Instant>,
+        f: F,
+    ) -> Result<R, ApiError>
+    where
+        F: FnOnce(&mut C) -> R + Send + 'static,
+    {
         let permit = self
             .permits
             .clone()
@@ -75,25 +174,66 @@ impl<C: 'static> DeviceQueue<C> {
                 depth: self.depth,
                 retry_after_s: self.retry_after_s,
             })?;
-        let (reply, answer) = oneshot::channel();
+        let admitted = Instant::now();
+        let ticket = Arc::new(Ticket {
+            state: AtomicU8::new(QUEUED),
+            f: Mutex::new(Some(f)),
+        });
+        let (reply, mut answer) = oneshot::channel();
+        let (worker_ticket, counters) = (ticket.clone(), self.counters.clone());
         let job: Job<C> = Box::new(move |ctx: &mut C| {
-            // A caller that gave up (deadline passed, client gone) is not served:
-            // its job is dropped before it takes the device.
-            let r = (!reply.is_closed()).then(|| f(ctx));
+            let late = deadline.is_some_and(|d| Instant::now() >= d);
+            let f = if late {
+                worker_ticket.claim(CANCELLED)
+            } else {
+                worker_ticket.claim(RUNNING)
+            };
+            let r = match f {
+                Some(f) if !late => Some(f(ctx)),
+                _ => None,
+            };
             // The slot is free before the answer arrives, so the caller's next
             // job is admitted.
             drop(permit);
-            if let Some(r) = r {
-                let _ = reply.send(r);
+            let ran = r.is_some();
+            // `None` tells a caller still waiting that its job expired unrun.
+            if reply.send(r).is_err() && ran {
+                counters.discarded.inc();
+            }
+            if !ran {
+                counters.expired.inc();
             }
         });
         self.tx
             .send(job)
             .map_err(|_| ApiError::internal("the device worker thread has stopped"))?;
-        answer
-            .await
-            .map_err(|_| ApiError::internal("a device job failed without an answer (it panicked)"))
+        let guard = CancelOnDrop(ticket);
+        let expired = |started: bool| ApiError::DeviceDeadline {
+            waited_ms: ms(admitted.elapsed()),
+            started,
+            retry_after_s: self.retry_after_s,
+        };
+        let got = match deadline {
+            None => Ok(answer.await),
+            Some(d) => tokio::time::timeout_at(d.into(), &mut answer).await,
+        };
+        match got {
+            Ok(Ok(Some(r))) => Ok(r),
+            Ok(Ok(None)) => Err(expired(false)),
+            Ok(Err(_)) => Err(ApiError::internal(
+                "a device job failed without an answer (it panicked)",
+            )),
+            Err(_) => {
+                let started = guard.0.started();
+                drop(guard);
+                Err(expired(started))
+            }
+        }
     }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -135,5 +275,138 @@ mod tests {
         let e = q.run(|_| -> u32 { panic!("boom") }).await.unwrap_err();
         assert_eq!(e.status().as_u16(), 500);
         assert_eq!(q.run(|_| 5).await.unwrap(), 5);
+    }
+
+    /// Holds the worker until released; returns the release and the task.
+    async fn occupy(
+        q: &Arc<DeviceQueue<u32>>,
+    ) -> (
+        mpsc::Sender<()>,
+        tokio::task::JoinHandle<Result<(), ApiError>>,
+    ) {
+        let (release, wait) = mpsc::channel::<()>();
+        let q2 = q.clone();
+        let busy = tokio::spawn(async move { q2.run(move |_| wait.recv().unwrap()).await });
+        while q.in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        (release, busy)
+    }
+
+    #[tokio::test]
+    async fn a_job_waiting_past_its_deadline_is_dropped_without_running() {
+        let q = Arc::new(DeviceQueue::start(4, 2, || 0u32));
+        let (release, busy) = occupy(&q).await;
+        // What the job holds is freed when it is cancelled, not when the worker
+        // reaches it.
+        let held = Arc::new(vec![0u8; 1024]);
+        let h2 = held.clone();
+        let t = Instant::now();
+        let deadline = t + Duration::from_millis(100);
+        let e = q
+            .run_until(Some(deadline), move |c| {
+                *c += 1;
+                h2.len()
+            })
+            .await
+            .unwrap_err();
+        assert!(t.elapsed() >= Duration::from_millis(100));
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(
+            matches!(
+                e,
+                ApiError::DeviceDeadline {
+                    started: false,
+                    retry_after_s: 2,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("dropped without running"), "{e}");
+        assert_eq!(
+            Arc::strong_count(&held),
+            1,
+            "the cancelled job's closure was kept"
+        );
+        assert_eq!(
+            q.in_flight(),
+            2,
+            "the slot frees when the worker reaches it"
+        );
+        release.send(()).unwrap();
+        busy.await.unwrap().unwrap();
+        // It never ran: the context is untouched, and the slot is back.
+        assert_eq!(q.run(|c| *c).await.unwrap(), 0);
+        assert_eq!(q.in_flight(), 0);
+        assert_eq!(q.counters().expired.get(), 1);
+        assert_eq!(q.counters().discarded.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_job_running_past_its_deadline_finishes_and_its_result_is_discarded() {
+        let q = Arc::new(DeviceQueue::start(4, 1, || 0u32));
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (release, wait) = mpsc::channel::<()>();
+        let deadline = Instant::now() + Duration::from_millis(100);
+        let e = q
+            .run_until(Some(deadline), move |c| {
+                started_tx.send(()).unwrap();
+                wait.recv().unwrap();
+                *c += 1;
+            })
+            .await
+            .unwrap_err();
+        started_rx.recv().unwrap();
+        assert!(
+            matches!(e, ApiError::DeviceDeadline { started: true, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("discarded"), "{e}");
+        release.send(()).unwrap();
+        // The worker finishes it (a kernel cannot be interrupted) and serves on.
+        assert_eq!(q.run(|c| *c).await.unwrap(), 1);
+        assert_eq!(q.in_flight(), 0);
+        assert_eq!(q.counters().discarded.get(), 1);
+        assert_eq!(q.counters().expired.get(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_caller_that_goes_away_cancels_its_waiting_job() {
+        let q = Arc::new(DeviceQueue::start(4, 1, || 0u32));
+        let (release, busy) = occupy(&q).await;
+        let q2 = q.clone();
+        let gone = tokio::spawn(async move { q2.run(|c| *c += 1).await });
+        while q.in_flight() < 2 {
+            tokio::task::yield_now().await;
+        }
+        gone.abort();
+        let _ = gone.await;
+        release.send(()).unwrap();
+        busy.await.unwrap().unwrap();
+        assert_eq!(q.run(|c| *c).await.unwrap(), 0, "the abandoned job ran");
+        assert_eq!(q.counters().expired.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_hook_runs_after_every_job_and_on_wake() {
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let r2 = runs.clone();
+        let q = DeviceQueue::start_with(
+            2,
+            1,
+            || (),
+            move |_| {
+                r2.fetch_add(1, Ordering::SeqCst);
+            },
+            QueueCounters::default(),
+        );
+        q.run(|_| ()).await.unwrap();
+        q.wake();
+        let t = Instant::now();
+        while runs.load(Ordering::SeqCst) < 2 {
+            assert!(t.elapsed() < Duration::from_secs(5));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }

@@ -2,7 +2,9 @@
 //! tiny SpMV on the device through the same queue as real work and checks the
 //! answer against the reference SpMV, so a wedged or wrong device, or a queue
 //! that is full, shows here. The outcome is kept for a few seconds so that
-//! frequent probes do not load the device.
+//! frequent probes do not load the device, and forgotten when a device fault
+//! drops the engine; while the engine is rebuilt the answer is 503 with why,
+//! without a probe.
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -34,10 +36,21 @@ pub struct Ready {
 
 /// The last probe's outcome.
 #[derive(Default)]
-pub struct ProbeCache(Mutex<Option<(Instant, Result<Ready, String>)>>);
+pub struct ProbeCache(Mutex<Option<Probed>>);
 
-/// A 3x3 matrix with an empty row and a cancellation, on the serial kernel.
-fn probe(engine: &Engine) -> Result<f64, ApiError> {
+/// When a probe ran, on which engine generation, and its outcome.
+type Probed = (Instant, u64, Result<Ready, String>);
+
+impl ProbeCache {
+    /// Forgets the last outcome (the engine it probed is gone).
+    pub fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// A 3x3 matrix with an empty row and a cancellation, on the serial kernel;
+/// also how a rebuilt engine is checked before it serves.
+pub(crate) fn probe(engine: &Engine) -> Result<f64, ApiError> {
     let t = Instant::now();
     let a = Csr::<f64>::from_triplets(3, 3, &[0, 0, 2, 2], &[0, 2, 1, 2], &[2.0, -1.0, 3.0, 0.5])
         .map_err(ApiError::internal)?;
@@ -58,14 +71,19 @@ fn probe(engine: &Engine) -> Result<f64, ApiError> {
 /// `GET /readyz`: 200 when the device answers a tiny SpMV correctly, else 503
 /// with the reason.
 pub async fn readyz(State(s): State<AppState>) -> Response {
+    if let (state @ ("rebuilding" | "down"), Some(why)) = s.device_slot().state() {
+        return ApiError::NotReady(format!("device {state}: {why}")).into_response();
+    }
     let cache = s.probe_cache();
+    // An outcome is kept only for the engine it probed.
+    let generation = s.device_slot().generation();
     let kept = cache
         .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
-        .filter(|(at, _)| at.elapsed() < KEEP)
-        .map(|(at, r)| (*at, r.clone()));
+        .filter(|(at, g, _)| at.elapsed() < KEEP && *g == generation)
+        .map(|(at, _, r)| (*at, r.clone()));
     let (at, outcome) = match kept {
         Some(k) => k,
         None => {
@@ -81,7 +99,8 @@ pub async fn readyz(State(s): State<AppState>) -> Response {
                 })
                 .map_err(|e| e.to_string());
             let now = Instant::now();
-            *cache.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, outcome.clone()));
+            *cache.0.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((now, generation, outcome.clone()));
             (now, outcome)
         }
     };

@@ -104,7 +104,7 @@ pub async fn wrong_method(req: Request) -> ApiError {
 pub async fn healthz(State(s): State<AppState>) -> Json<Value> {
     Json(json!({
         "status": "ok",
-        "device": s.device().engine.is_some(),
+        "device": s.device().available(),
         "uptime_s": s.uptime_s(),
     }))
 }
@@ -112,6 +112,7 @@ pub async fn healthz(State(s): State<AppState>) -> Json<Value> {
 /// `GET /device`.
 pub async fn device(State(s): State<AppState>) -> Json<Value> {
     let d = s.device();
+    let (state, reason) = s.device_slot().state();
     Json(match d.info() {
         Some(i) => json!({
             "available": true,
@@ -127,6 +128,9 @@ pub async fn device(State(s): State<AppState>) -> Json<Value> {
             "local_mem_bytes": i.local_mem_bytes,
             "max_work_group_size": i.max_work_group_size,
             "fp64": i.fp64,
+            "state": state,
+            "state_reason": reason,
+            "generation": s.device_slot().generation(),
             "copy_bandwidth": d.copy.as_ref().map(|c| json!({
                 "gbps": c.gbps, "bytes": c.bytes, "median_ms": c.median_ms,
             })),
@@ -339,7 +343,7 @@ pub async fn upload(
     })
     .await?;
     let (m, existed) = s.insert(m)?;
-    let (ready, created) = if s.device().engine.is_some() {
+    let (ready, created) = if s.device().available() {
         match s.ensure_ready(&m, p).await {
             Ok((r, c)) => (Some(r), c),
             Err(e) => {
@@ -478,6 +482,43 @@ fn verify_y(a: &Csr<f64>, x: &[f64], y: &YVec) -> Result<Value, ApiError> {
     }
 }
 
+/// y = A x for an uploaded matrix, uploading it first when it is not on the
+/// device (first use, or its buffers were dropped by a device fault). When
+/// the engine is rebuilt between the upload and the run, it is uploaded to the
+/// new engine and run once more. Returns the plan, the result and the set-up
+/// time when this call uploaded it.
+async fn execute_cached(
+    s: &AppState,
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+    x: &Arc<Vec<f64>>,
+    bytes_y: bool,
+) -> Result<(Planned, Executed, Option<f64>), ApiError> {
+    let mut retried = false;
+    loop {
+        let (ready, created) = s.ensure_ready(m, p).await?;
+        let (r2, x2) = (ready.clone(), x.clone());
+        let run = s
+            .on_device_at(Some(ready.generation), move |e, _| {
+                execute_blocking(e, &r2.buffers, &x2, bytes_y)
+            })
+            .await;
+        match run {
+            Ok(exec) => {
+                return Ok((
+                    ready.planned.clone(),
+                    exec,
+                    created.then_some(ready.setup_ms),
+                ))
+            }
+            Err(ApiError::Recovering { .. }) if !retried && s.device_slot().is_up() => {
+                retried = true;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// `POST /spmv`: y = A x on the device.
 pub async fn spmv(
     State(s): State<AppState>,
@@ -518,7 +559,7 @@ pub async fn spmv(
             found: x.len(),
         });
     }
-    if s.device().engine.is_none() {
+    if !s.device().available() {
         // Without a device, bad x is still a 4xx rather than the 503 below. With
         // one, the conversion on the device worker checks x (x_in) once, on the
         // way to the device, instead of converting it twice per call.
@@ -529,23 +570,14 @@ pub async fn spmv(
         })
         .await?;
     }
-    s.device()
-        .engine
-        .as_ref()
-        .ok_or_else(|| ApiError::NoDevice(s.device().unavailable.clone().unwrap_or_default()))?;
+    if !s.device().available() {
+        let why = s.device().unavailable.clone().unwrap_or_default();
+        return Err(ApiError::NoDevice(why));
+    }
 
     s.check_device_fit(&m.host, p)?;
     let (planned, exec, setup_ms) = if cached {
-        let (ready, created) = s.ensure_ready(&m, p).await?;
-        let (r2, x2) = (ready.clone(), x.clone());
-        let exec = s
-            .on_device(move |e| execute_blocking(e, &r2.buffers, &x2, bytes_y))
-            .await?;
-        (
-            ready.planned.clone(),
-            exec,
-            created.then_some(ready.setup_ms),
-        )
+        execute_cached(&s, &m, p, &x, bytes_y).await?
     } else {
         let t = Instant::now();
         let (s2, m2) = (s.clone(), m.clone());

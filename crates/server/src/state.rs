@@ -1,7 +1,10 @@
 //! The shared state of the service and its core operations: the device (or why
 //! there is none), the plan selector, the matrix cache, the device queue, the
 //! results database and the metrics; uploading a matrix with its plan, and
-//! running y = A x.
+//! running y = A x. Device work goes through [`AppState::on_device`], which
+//! runs it on the engine of the [`DeviceSlot`] and, on an OpenCL error, drops
+//! that engine and every cached matrix's device buffers for a rebuild (the
+//! host copies stay, and are uploaded again on their next use).
 
 use crate::auth::Principal;
 use crate::budget::MemoryBudget;
@@ -12,6 +15,7 @@ use crate::input::{x_into, y_binary, Precision};
 use crate::metrics::{Gauges, Metrics};
 use crate::planner::{Planned, Planner};
 use crate::queue::DeviceQueue;
+use crate::recovery::{DeviceSlot, RebuildPolicy};
 use crate::request_log::RequestLog;
 use engine::{
     CopyBandwidth, DeviceInfo, DeviceMatrix, DeviceScalar, Engine, LaunchMode, PreparedPlan,
@@ -24,8 +28,13 @@ use std::time::Instant;
 /// The device the service runs on, or why there is none.
 #[derive(Clone)]
 pub struct DeviceState {
-    /// The engine, when a device was opened.
+    /// The engine, when a device was opened. [`AppState::new`] hands it to
+    /// its [`DeviceSlot`] and keeps none here, so that a device fault can
+    /// really drop it: use [`DeviceState::available`] to ask whether there
+    /// is a device.
     pub engine: Option<Arc<Engine>>,
+    /// The device's description, kept when the engine is handed on.
+    info: Option<DeviceInfo>,
     /// Copy bandwidth measured at start-up (the bandwidth bound's reference).
     pub copy: Option<CopyBandwidth>,
     /// Why there is no device, when there is none.
@@ -58,6 +67,7 @@ impl DeviceState {
                 tracing::info!(device = %i.name, platform = %i.platform, kind = %i.kind,
                     copy_gbps = copy.as_ref().map(|c| c.gbps), "OpenCL device ready");
                 DeviceState {
+                    info: Some(engine.info().clone()),
                     engine: Some(Arc::new(engine)),
                     copy,
                     unavailable: None,
@@ -74,6 +84,7 @@ impl DeviceState {
     pub fn none(reason: impl Into<String>) -> DeviceState {
         DeviceState {
             engine: None,
+            info: None,
             copy: None,
             unavailable: Some(reason.into()),
         }
@@ -81,7 +92,13 @@ impl DeviceState {
 
     /// The device's description.
     pub fn info(&self) -> Option<&DeviceInfo> {
-        self.engine.as_ref().map(|e| e.info())
+        self.info.as_ref()
+    }
+
+    /// Whether a device was opened at start (it may be rebuilding now: see
+    /// [`DeviceSlot::is_up`]).
+    pub fn available(&self) -> bool {
+        self.info.is_some()
     }
 
     /// The device's name.
@@ -93,16 +110,6 @@ impl DeviceState {
     pub fn identity(&self) -> Option<selector::DeviceIdentity> {
         self.info()
             .map(|i| selector::DeviceIdentity::new(&i.name, &i.vendor, &i.driver, &i.kind))
-    }
-
-    fn require(&self) -> Result<Arc<Engine>, ApiError> {
-        self.engine.clone().ok_or_else(|| {
-            ApiError::NoDevice(
-                self.unavailable
-                    .clone()
-                    .unwrap_or_else(|| "none was opened".into()),
-            )
-        })
     }
 }
 
@@ -122,6 +129,8 @@ pub struct Ready {
     pub planned: Planned,
     /// Device buffers and prepared launches.
     pub buffers: DeviceBuffers,
+    /// The generation of the engine they belong to (see [`DeviceSlot`]).
+    pub generation: u64,
     /// Bytes charged to the cache for this precision: device buffers, the
     /// plan's host copy and the prepared launches (see [`ready_bytes`]).
     pub device_bytes: u64,
@@ -158,6 +167,23 @@ impl StoredMatrix {
     /// The device state for `p`, when uploaded in that precision.
     pub fn ready(&self, p: Precision) -> Option<Arc<Ready>> {
         self.lock().iter().find(|r| r.precision == p).cloned()
+    }
+
+    /// The device state for `p` on the engine of generation `generation`.
+    pub fn ready_at(&self, p: Precision, generation: u64) -> Option<Arc<Ready>> {
+        self.lock()
+            .iter()
+            .find(|r| r.precision == p && r.generation == generation)
+            .cloned()
+    }
+
+    /// Gives up every precision's device state (after a device fault);
+    /// returns the bytes they were charged.
+    pub fn forget_device(&self) -> u64 {
+        std::mem::take(&mut *self.lock())
+            .iter()
+            .map(|r| r.device_bytes)
+            .sum()
     }
 
     /// Every precision uploaded.
@@ -309,6 +335,7 @@ struct Inner {
     config: Config,
     limits: Limits,
     device: DeviceState,
+    slot: Arc<DeviceSlot>,
     planner: Planner,
     cache: Mutex<ByteLru<Arc<StoredMatrix>>>,
     queue: DeviceQueue<()>,
@@ -337,8 +364,30 @@ impl AppState {
         planner: Planner,
         store: Option<store::Store>,
     ) -> AppState {
-        let queue = DeviceQueue::start(config.queue_depth, config.retry_after_s, || ());
         let metrics = Arc::new(Metrics::default());
+        let slot = Arc::new(DeviceSlot::new(
+            &device,
+            config.engine_config(),
+            RebuildPolicy {
+                attempts: config.rebuild_attempts,
+                backoff: std::time::Duration::from_millis(config.rebuild_backoff_ms),
+            },
+            metrics.recovery_counters(),
+        ));
+        let worker_slot = slot.clone();
+        let queue = DeviceQueue::start_with(
+            config.queue_depth,
+            config.retry_after_s,
+            || (),
+            move |_| worker_slot.recover(),
+            metrics.job_counters(),
+        );
+        // The slot holds the engine from now on: this copy must not keep a
+        // context alive that a fault gives up.
+        let device = DeviceState {
+            engine: None,
+            ..device
+        };
         let log = store
             .clone()
             .map(|db| RequestLog::start(db, config.log_queue, metrics.clone()));
@@ -354,6 +403,7 @@ impl AppState {
             limits: Limits::from(&config),
             cache: Mutex::new(ByteLru::new(config.cache_bytes)),
             device,
+            slot,
             planner,
             queue,
             store,
@@ -463,7 +513,7 @@ impl AppState {
             cache_entries: c.len(),
             queue_in_flight: self.0.queue.in_flight(),
             queue_depth: self.0.queue.depth(),
-            device_up: self.0.device.engine.is_some(),
+            device_up: self.0.slot.is_up(),
         }
     }
 
@@ -525,19 +575,62 @@ impl AppState {
         self.cache().remove(id).is_some()
     }
 
-    /// Runs a blocking closure on the device worker, answering 503 when the
-    /// queue is full or there is no device.
+    /// The engine slot: generation and health of the device in use.
+    pub fn device_slot(&self) -> &DeviceSlot {
+        &self.0.slot
+    }
+
+    /// Makes the next `faults` device jobs fail with an OpenCL error, and the
+    /// next `rebuild_failures` attempts to reopen the device fail (testing).
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_device_faults(&self, faults: u32, rebuild_failures: u32) {
+        self.0.slot.inject(faults, rebuild_failures);
+    }
+
+    /// Runs a blocking closure on the device worker with the engine in use,
+    /// answering 503 when the queue is full, there is no device, or it is
+    /// being rebuilt after a fault (see [`AppState::on_device_at`]).
     pub async fn on_device<R: Send + 'static>(
         &self,
         f: impl FnOnce(&Engine) -> Result<R, ApiError> + Send + 'static,
     ) -> Result<R, ApiError> {
-        let engine = self.0.device.require()?;
-        let (admitted, metrics) = (Instant::now(), self.0.metrics.clone());
+        self.on_device_at(None, move |e, _| f(e)).await
+    }
+
+    /// Runs `f(engine, generation)` on the device worker, within the request's
+    /// deadline (a job still queued past it is dropped without running). With
+    /// `expect`, a job that finds an engine of another generation (rebuilt
+    /// since its buffers were made) does not run and answers
+    /// [`ApiError::Recovering`]. A device fault drops the engine and every
+    /// device buffer of the cache, and the worker rebuilds it.
+    pub async fn on_device_at<R: Send + 'static>(
+        &self,
+        expect: Option<u64>,
+        f: impl FnOnce(&Engine, u64) -> Result<R, ApiError> + Send + 'static,
+    ) -> Result<R, ApiError> {
+        let retry = self.0.config.retry_after_s;
+        self.0.slot.current(retry, || self.0.queue.wake())?;
+        let (admitted, state) = (Instant::now(), self.clone());
         let job = move |_: &mut ()| {
-            metrics.queue_wait(admitted.elapsed().as_secs_f64());
-            f(&engine)
+            state.0.metrics.queue_wait(admitted.elapsed().as_secs_f64());
+            let (engine, generation) = state.0.slot.current(retry, || {})?;
+            if expect.is_some_and(|g| g != generation) {
+                return Err(ApiError::Recovering {
+                    reason: "the device was rebuilt after a fault while this request waited".into(),
+                    retry_after_s: retry,
+                });
+            }
+            let r = match state.0.slot.injected_fault() {
+                Some(e) => Err(e),
+                None => f(&engine, generation),
+            };
+            if let Err(ApiError::DeviceFault(cause)) = &r {
+                state.device_fault(generation, cause);
+            }
+            r
         };
-        match self.0.queue.run(job).await {
+        let deadline = crate::layers::request_deadline();
+        match self.0.queue.run_until(deadline, job).await {
             Ok(r) => r,
             Err(e) => {
                 if matches!(e, ApiError::QueueFull { .. }) {
@@ -546,6 +639,30 @@ impl AppState {
                 Err(e)
             }
         }
+    }
+
+    /// After a fault of the engine of `generation` (on the device worker):
+    /// gives the engine up for a rebuild and drops every cached matrix's
+    /// device buffers and prepared plans (their host copies stay).
+    fn device_fault(&self, generation: u64, cause: &str) {
+        if !self.0.slot.fault(generation, cause) {
+            return;
+        }
+        let mut c = self.cache();
+        let mut freed = 0u64;
+        for key in c.keys_lru_first() {
+            if let Some(m) = c.peek(&key) {
+                let bytes = m.forget_device();
+                c.shrink(&key, usize::try_from(bytes).unwrap_or(usize::MAX));
+                freed += bytes;
+            }
+        }
+        drop(c);
+        self.0.probe.clear();
+        tracing::info!(
+            freed,
+            "device buffers of cached matrices dropped; uploaded again on next use"
+        );
     }
 
     /// Refuses, before any device work, a matrix whose device buffers exceed the
@@ -631,7 +748,7 @@ impl AppState {
         m: &Arc<StoredMatrix>,
         p: Precision,
     ) -> Result<(Arc<Ready>, bool), ApiError> {
-        if let Some(r) = m.ready(p) {
+        if let Some(r) = m.ready_at(p, self.0.slot.generation()) {
             return Ok((r, false));
         }
         self.check_device_fit(&m.host, p)?;
@@ -655,10 +772,11 @@ impl AppState {
         };
         let m2 = m.clone();
         let tune = self.0.config.tune_config();
-        let (buffers, planned) = self
-            .on_device(move |engine| {
+        let (buffers, planned, generation) = self
+            .on_device_at(None, move |engine, g| {
                 let b = upload_blocking(engine, &m2.host, p, &planned)?;
-                crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)
+                let (b, planned) = crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)?;
+                Ok((b, planned, g))
             })
             .await?;
         let dev_bytes = ready_bytes(&m.host, p, &planned);
@@ -666,26 +784,59 @@ impl AppState {
             precision: p,
             planned,
             buffers,
+            generation,
             device_bytes: dev_bytes,
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
         });
+        self.keep_ready(m, ready)
+    }
+
+    /// Attaches freshly uploaded device state to `m` and charges it to the
+    /// cache, unless another request attached the same meanwhile (theirs is
+    /// kept) or its engine was given up after a fault (503, retry).
+    fn keep_ready(
+        &self,
+        m: &Arc<StoredMatrix>,
+        ready: Arc<Ready>,
+    ) -> Result<(Arc<Ready>, bool), ApiError> {
+        let (p, generation, dev_bytes) = (ready.precision, ready.generation, ready.device_bytes);
+        // The cache lock, then the matrix's: the order a fault's clean-up takes
+        // them in, so buffers of an engine given up are never kept or charged.
+        let mut c = self.cache();
         {
             let mut list = m.lock();
-            if let Some(r) = list.iter().find(|r| r.precision == p) {
+            if let Some(r) = list
+                .iter()
+                .find(|r| r.precision == p && r.generation == generation)
+            {
                 // Another request uploaded it meanwhile; keep theirs.
                 return Ok((r.clone(), false));
             }
+            if generation != self.0.slot.generation() {
+                return Err(ApiError::Recovering {
+                    reason: "the device was rebuilt after a fault during this upload".into(),
+                    retry_after_s: self.0.config.retry_after_s,
+                });
+            }
+            // An entry of an engine given up (none are left after a fault's
+            // clean-up, but its charge would be lost if one were).
+            let stale: u64 = list
+                .iter()
+                .filter(|r| r.precision == p)
+                .map(|r| r.device_bytes)
+                .sum();
+            list.retain(|r| r.precision != p);
             list.push(ready.clone());
+            c.shrink(&m.id, usize::try_from(stale).unwrap_or(usize::MAX));
         }
-        let grown = self.cache().grow(&m.id, dev_bytes as usize);
-        match grown {
+        match c.grow(&m.id, dev_bytes as usize) {
             Ok(Some(evicted)) => self.log_evictions(&evicted),
             // Evicted while we were uploading: the result is still correct for
             // this request; the id answers 404 afterwards.
             Ok(None) => {}
             Err(tb) => {
                 tracing::warn!(id = %m.id, bytes = tb.bytes, capacity = tb.capacity, "matrix outgrew the cache; dropped");
-                self.remove_any(&m.id);
+                c.remove(&m.id);
             }
         }
         Ok((ready, true))

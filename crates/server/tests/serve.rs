@@ -200,7 +200,8 @@ async fn a_request_past_its_deadline_is_a_json_503_and_its_device_job_is_dropped
     let t0 = Instant::now();
     let (status, answer) = exchange(addr, raw.as_bytes()).await;
     assert!(status.contains("503"), "{status} {answer}");
-    assert!(answer.contains("\"deadline\""), "{answer}");
+    assert!(answer.contains("\"device_deadline\""), "{answer}");
+    assert!(answer.contains("dropped without running"), "{answer}");
     assert!(
         t0.elapsed() < Duration::from_millis(2500),
         "{:?}",

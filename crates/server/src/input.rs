@@ -489,6 +489,101 @@ pub fn parse_x_binary(bytes: &[u8], precision: Precision) -> Result<Vec<f64>, Ap
     })
 }
 
+/// x as a request carried it: values (JSON, multipart, binary CSR's trailing
+/// x), or the little-endian bytes of an `application/octet-stream` body, kept as
+/// they came and converted once, on the device worker, straight into the pinned
+/// staging buffer (the request path makes no other copy of them).
+#[derive(Debug, Clone)]
+pub enum XIn {
+    /// Values.
+    Values(Vec<f64>),
+    /// Little-endian values of `precision`, their count checked (a whole number).
+    Binary {
+        /// The body.
+        bytes: axum::body::Bytes,
+        /// The width of each value.
+        precision: Precision,
+    },
+}
+
+impl XIn {
+    /// Binary x: checks that the bytes hold a whole number of values.
+    pub fn binary(bytes: axum::body::Bytes, precision: Precision) -> Result<XIn, ApiError> {
+        let w = precision.bytes();
+        if !bytes.len().is_multiple_of(w) {
+            return Err(ApiError::BadRequest(format!(
+                "binary x has {} bytes, not a multiple of {w} (little-endian {precision} values)",
+                bytes.len()
+            )));
+        }
+        Ok(XIn::Binary { bytes, precision })
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            XIn::Values(v) => v.len(),
+            XIn::Binary { bytes, precision } => bytes.len() / precision.bytes(),
+        }
+    }
+
+    /// Whether x is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values as `f64` (for the reference SpMV of `verify`).
+    pub fn to_values(&self) -> Vec<f64> {
+        match self {
+            XIn::Values(v) => v.clone(),
+            XIn::Binary { bytes, precision } => {
+                parse_x_binary(bytes, *precision).unwrap_or_default()
+            }
+        }
+    }
+
+    /// Converts x into `out` (`out.len()` values), checking the length and that
+    /// every value is finite in `T`.
+    pub fn fill<T: Scalar>(&self, out: &mut [T]) -> Result<(), ApiError> {
+        if self.len() != out.len() {
+            return Err(ApiError::XLength {
+                expected: out.len(),
+                found: self.len(),
+            });
+        }
+        match self {
+            XIn::Values(v) => x_into(v, out),
+            XIn::Binary { bytes, precision } => match precision {
+                Precision::F32 => fill_from(bytes.chunks_exact(4), out, |c| {
+                    f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64
+                }),
+                Precision::F64 => fill_from(bytes.chunks_exact(8), out, |c| {
+                    f64::from_le_bytes(c.try_into().expect("chunk of 8"))
+                }),
+            },
+        }
+    }
+}
+
+fn fill_from<'a, T: Scalar>(
+    chunks: impl Iterator<Item = &'a [u8]>,
+    out: &mut [T],
+    decode: impl Fn(&[u8]) -> f64,
+) -> Result<(), ApiError> {
+    for (i, (c, o)) in chunks.zip(out.iter_mut()).enumerate() {
+        let v = decode(c);
+        let t = T::from_f64(v);
+        if !t.is_finite() {
+            return Err(ApiError::NonFinite(format!(
+                "x[{i}] = {v:?} is not finite in {}",
+                T::NAME
+            )));
+        }
+        *o = t;
+    }
+    Ok(())
+}
+
 /// Converts x to the working precision, checking its length and that every value
 /// is finite in that precision.
 pub fn x_in<T: Scalar>(x: &[f64], ncols: usize) -> Result<Vec<T>, ApiError> {
@@ -643,6 +738,44 @@ mod tests {
         assert_eq!(f.into_csr(&limits()).unwrap().nnz(), 1);
         let e = serde_json::from_str::<MatrixField>("[1]").unwrap_err();
         assert!(e.to_string().contains("Matrix Market text"), "{e}");
+    }
+
+    #[test]
+    fn binary_x_fills_the_staging_buffer_checking_length_and_finiteness() {
+        let b = axum::body::Bytes::from(y_binary(&[1.5f64, -2.0, 3.0]));
+        let x = XIn::binary(b.clone(), Precision::F64).unwrap();
+        assert_eq!(x.len(), 3);
+        let mut out = [0f32; 3];
+        x.fill(&mut out).unwrap();
+        assert_eq!(out, [1.5, -2.0, 3.0]);
+        assert_eq!(x.to_values(), vec![1.5, -2.0, 3.0]);
+        let e = x.fill(&mut [0f64; 2]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ApiError::XLength {
+                    expected: 2,
+                    found: 3
+                }
+            ),
+            "{e}"
+        );
+        assert!(XIn::binary(b.slice(..7), Precision::F64).is_err());
+        let big = XIn::binary(
+            axum::body::Bytes::from(y_binary(&[1e300f64])),
+            Precision::F64,
+        )
+        .unwrap();
+        let e = big.fill(&mut [0f32; 1]).unwrap_err();
+        assert!(e.to_string().contains("not finite in f32"), "{e}");
+        let f32x = XIn::binary(
+            axum::body::Bytes::from(y_binary(&[0.25f32])),
+            Precision::F32,
+        )
+        .unwrap();
+        let mut o = [0f64; 1];
+        f32x.fill(&mut o).unwrap();
+        assert_eq!(o, [0.25]);
     }
 
     #[test]

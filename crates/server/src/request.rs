@@ -6,9 +6,10 @@
 use crate::budget::Reservation;
 use crate::config::Limits;
 use crate::error::ApiError;
+use crate::input::XIn;
 use crate::input::{
     body_kind, content_encoding_is_gzip, gunzip_reserved, parse_estimate, parse_matrix_body,
-    parse_x_binary, parse_x_json, read_body, BodyKind, CsrJson, MatrixField, Precision, Query,
+    parse_x_json, read_body, BodyKind, CsrJson, MatrixField, Precision, Query,
 };
 use crate::state::AppState;
 use axum::body::{Body, Bytes};
@@ -76,7 +77,7 @@ pub struct SpmvRequest {
     /// The matrix.
     pub source: Source,
     /// x, as given.
-    pub x: Vec<f64>,
+    pub x: XIn,
     /// The precision asked for.
     pub precision: Precision,
     /// Whether to check y against the reference SpMV.
@@ -126,7 +127,7 @@ fn assemble(
     })?;
     Ok(SpmvRequest {
         source,
-        x,
+        x: XIn::Values(x),
         precision,
         verify,
     })
@@ -174,7 +175,7 @@ pub async fn read_spmv(
             };
             let p = q.precision.unwrap_or(Precision::DEFAULT);
             res.set_to(3 * bytes.len() as u64).await?;
-            let x = parse_x_binary(&bytes, p)?;
+            let x = XIn::binary(bytes, p)?;
             let req = SpmvRequest {
                 source: Source::Id(id),
                 x,

@@ -2,6 +2,7 @@
 
 use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::input::XIn;
 use crate::input::{
     body_kind, parse_estimate, parse_matrix_body, read_body, spmv_estimate, wants_binary, y_binary,
     BodyKind, Precision, Query,
@@ -491,7 +492,7 @@ async fn execute_cached(
     s: &AppState,
     m: &Arc<StoredMatrix>,
     p: Precision,
-    x: &Arc<Vec<f64>>,
+    x: &Arc<XIn>,
     bytes_y: bool,
 ) -> Result<(Planned, Executed, Option<f64>), ApiError> {
     let mut retried = false;
@@ -565,8 +566,8 @@ pub async fn spmv(
         // way to the device, instead of converting it twice per call.
         let (x2, ncols) = (x.clone(), m.host.ncols());
         blocking(move || match p {
-            Precision::F32 => crate::input::x_in::<f32>(&x2, ncols).map(drop),
-            Precision::F64 => crate::input::x_in::<f64>(&x2, ncols).map(drop),
+            Precision::F32 => x2.fill(&mut vec![0f32; ncols]),
+            Precision::F64 => x2.fill(&mut vec![0f64; ncols]),
         })
         .await?;
     }
@@ -606,7 +607,7 @@ pub async fn spmv(
     let verify = if req.verify {
         let (m2, x2) = (m.clone(), x.clone());
         let (v, y) = blocking(move || {
-            let v = verify_y(&m2.host, &x2, &exec.y)?;
+            let v = verify_y(&m2.host, &x2.to_values(), &exec.y)?;
             Ok((v, exec.y))
         })
         .await?;

@@ -11,7 +11,7 @@ use crate::budget::MemoryBudget;
 use crate::cache::ByteLru;
 use crate::config::{Config, Limits};
 use crate::error::ApiError;
-use crate::input::{x_into, y_binary, Precision};
+use crate::input::{y_binary, Precision, XIn};
 use crate::metrics::{Gauges, Metrics};
 use crate::planner::{Planned, Planner};
 use crate::queue::DeviceQueue;
@@ -296,21 +296,21 @@ pub fn upload_blocking(
 pub fn execute_blocking(
     engine: &Engine,
     b: &DeviceBuffers,
-    x: &[f64],
+    x: &XIn,
     bytes_y: bool,
 ) -> Result<Executed, ApiError> {
     fn run<T: DeviceScalar>(
         engine: &Engine,
         m: &DeviceMatrix<T>,
         pp: &PreparedPlan<T>,
-        x: &[f64],
+        x: &XIn,
         bytes_y: bool,
         values: fn(Vec<T>) -> YVec,
     ) -> Result<Executed, ApiError> {
         let (y, timings) = engine.execute_with(
             m,
             pp,
-            |staged: &mut [T]| x_into(x, staged),
+            |staged: &mut [T]| x.fill(staged),
             |y: &[T]| {
                 if bytes_y {
                     YVec::Bytes(y_binary(y))

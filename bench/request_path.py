@@ -10,7 +10,9 @@ connection, in two forms:
   json    x and y as JSON arrays, timings from the body's timings_ms.
 Each answer is checked against scipy. One CSV row per precision and form, medians:
   client_ms   wall clock of the whole request, seen by this client;
-  server_ms   the server's own time for the request (read to written);
+  server_ms   the server's own time for the request (from the handler's start,
+              the body's reading included, to the answer's encoding);
+  read_ms     of which receiving and parsing the body;
   device_ms   wall clock of the device work (upload x, kernels, download y);
   kernel_ms, upload_x_ms, download_y_ms   OpenCL profiling of each part;
   over_device = client_ms / (kernel_ms + upload_x_ms + download_y_ms): the
@@ -76,14 +78,14 @@ def one_call(client, mid, precision, x, form):
         y = np.frombuffer(data, dtype=le)
         h = {k.lower(): v for k, v in r.getheaders()}
         tm = {k: float(h[f"x-{k.replace('_', '-')}-ms"]) for k in
-              ("kernel", "upload_x", "download_y", "device", "server")}
+              ("kernel", "upload_x", "download_y", "device", "server", "read")}
     else:
         body = json.dumps({"matrix_id": mid, "x": x.tolist(), "precision": precision}).encode()
         _, data = client.post("/spmv", body, {"Content-Type": "application/json"})
         ms = (time.perf_counter() - t) * 1e3
         doc = json.loads(data)
         y = np.array(doc["y"])
-        tm = {k: float(doc["timings_ms"][k]) for k in ("kernel", "upload_x", "download_y", "device", "server")}
+        tm = {k: float(doc["timings_ms"][k]) for k in ("kernel", "upload_x", "download_y", "device", "server", "read")}
     return y, tm, ms
 
 
@@ -105,7 +107,7 @@ def bench(client, mid, a, precision, form, calls, warmup):
     med = lambda v: statistics.median(v)  # noqa: E731
     out = {"form": form, "precision": precision, "nrows": a.shape[0], "nnz": a.nnz, "calls": calls,
            "client_ms": med([r[0] for r in rows])}
-    for k in ("server", "device", "kernel", "upload_x", "download_y"):
+    for k in ("server", "read", "device", "kernel", "upload_x", "download_y"):
         out[f"{k}_ms"] = med([r[1][k] for r in rows])
     out["over_device"] = out["client_ms"] / (out["kernel_ms"] + out["upload_x_ms"] + out["download_y_ms"])
     return out
@@ -131,7 +133,7 @@ def main(argv):
         print(f"request_path: {e}", file=sys.stderr)
         return 2
     a = stencil2d(args.nnz)
-    fields = ["form", "precision", "nrows", "nnz", "calls", "client_ms", "server_ms", "device_ms",
+    fields = ["form", "precision", "nrows", "nnz", "calls", "client_ms", "server_ms", "read_ms", "device_ms",
               "kernel_ms", "upload_x_ms", "download_y_ms", "over_device"]
     out = open(args.out, "w", newline="") if args.out else sys.stdout
     w = csv.DictWriter(out, fieldnames=fields)
@@ -143,7 +145,8 @@ def main(argv):
                 r = bench(client, mid, a, p, f, args.calls, args.warmup)
                 w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
                 out.flush()
-                print(f"request_path: {f:6} {p}: client {r['client_ms']:.3f} ms, server {r['server_ms']:.3f}, "
+                print(f"request_path: {f:6} {p}: client {r['client_ms']:.3f} ms, server {r['server_ms']:.3f} "
+                      f"(reading the body {r['read_ms']:.3f}), "
                       f"device {r['device_ms']:.3f} = kernel {r['kernel_ms']:.3f} + x {r['upload_x_ms']:.3f} "
                       f"+ y {r['download_y_ms']:.3f}; client / (kernel + transfers) = {r['over_device']:.2f}",
                       file=sys.stderr)

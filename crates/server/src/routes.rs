@@ -531,6 +531,7 @@ pub async fn spmv(
     let t0 = Instant::now();
     let q = Query::parse(q.as_deref(), &["precision", "verify", "matrix_id"])?;
     let (req, mut held) = read_spmv(&s, q, &headers, body).await?;
+    let read_ms = ms(t0);
     let p = req.precision;
     let x = Arc::new(req.x);
 
@@ -670,6 +671,7 @@ pub async fn spmv(
         put("x-upload-x-ms", exec.timings.upload_x_ms().to_string());
         put("x-download-y-ms", exec.timings.download_y_ms().to_string());
         put("x-server-ms", server_ms.to_string());
+        put("x-read-ms", read_ms.to_string());
         put("x-gbps", gbps.to_string());
         put("x-plan-scheme", planned.plan.scheme.to_string());
         put("x-model", planned.model.id.clone());
@@ -697,6 +699,7 @@ pub async fn spmv(
             "upload_x": exec.timings.upload_x_ms(), "download_y": exec.timings.download_y_ms(),
             "device": device_ms,
             "setup": setup_ms,
+            "read": read_ms,
             "server": server_ms,
         },
         "gbps": gbps,

@@ -24,8 +24,8 @@ pub struct Args {
     #[arg(long = "gen")]
     pub gens: Vec<String>,
     /// f32, f64 or both.
-    #[arg(long, default_value = "both", value_parser = ["f32", "f64", "both"])]
-    pub precision: String,
+    #[arg(long, default_value = "both")]
+    pub precision: sparse::Precisions,
     /// CSV output (one row per matrix, kernel and precision) instead of a table.
     #[arg(long)]
     pub csv: bool,
@@ -402,10 +402,10 @@ impl Ctx<'_> {
     }
 
     fn bench_both(&mut self, name: &str, a: &Csr<f64>) -> Result<()> {
-        if self.args.precision == "f32" || self.args.precision == "both" {
+        if self.args.precision.contains(sparse::Precision::F32) {
             self.bench_matrix::<f32>(name, a)?;
         }
-        if self.args.precision == "f64" || self.args.precision == "both" {
+        if self.args.precision.contains(sparse::Precision::F64) {
             if self.engine.info().fp64 {
                 self.bench_matrix::<f64>(name, a)?;
             } else {
@@ -444,12 +444,6 @@ pub(crate) fn matrix_name(p: &Path) -> String {
 
 /// Runs `spmv bench`.
 pub fn run(args: Args) -> Result<()> {
-    if !matches!(args.precision.as_str(), "f32" | "f64" | "both") {
-        bail!(
-            "--precision must be f32, f64 or both (got '{}')",
-            args.precision
-        );
-    }
     let kernels: Vec<KernelId> = match &args.kernels {
         None => registry().into_iter().map(|k| k.id).collect(),
         Some(list) => list

@@ -26,7 +26,7 @@ pub struct Args {
     pub gens: Vec<String>,
     /// f32, f64 or both.
     #[arg(long, default_value = "both")]
-    pub precision: String,
+    pub precision: sparse::Precisions,
     /// Skip the binned plans (whole-matrix kernels only).
     #[arg(long)]
     pub no_plans: bool,
@@ -207,11 +207,11 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn both(&mut self, name: &str, a: &Csr<f64>, precision: &str) -> Result<()> {
-        if precision != "f64" {
+    fn both(&mut self, name: &str, a: &Csr<f64>, precision: &sparse::Precisions) -> Result<()> {
+        if precision.contains(sparse::Precision::F32) {
             self.matrix::<f32>(name, a)?;
         }
-        if precision != "f32" {
+        if precision.contains(sparse::Precision::F64) {
             if self.engine.info().fp64 {
                 self.matrix::<f64>(name, a)?;
             } else {
@@ -227,12 +227,6 @@ type Case = Box<dyn FnOnce() -> Result<(String, Csr<f64>)>>;
 
 /// Runs `spmv check`.
 pub fn run(args: Args) -> Result<()> {
-    if !matches!(args.precision.as_str(), "f32" | "f64" | "both") {
-        bail!(
-            "--precision must be f32, f64 or both (got '{}')",
-            args.precision
-        );
-    }
     let files = crate::bench::collect_files(&args.paths)?;
     let gens = args
         .gens

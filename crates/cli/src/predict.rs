@@ -21,8 +21,8 @@ pub struct Args {
     #[arg(long, alias = "models", env = "SPMV_MODELS_DIR")]
     models_dir: Option<PathBuf>,
     /// Precision the plan is for: f32 or f64.
-    #[arg(long, default_value = "f64", value_parser = ["f32", "f64"])]
-    precision: String,
+    #[arg(long, default_value = "f64")]
+    precision: sparse::Precision,
     /// OpenCL device whose model is wanted (default env SPMV_DEVICE, else the best device found).
     #[arg(long, env = "SPMV_DEVICE")]
     device: Option<String>,
@@ -134,7 +134,7 @@ pub fn run(args: Args) -> Result<()> {
         args.model.as_deref(),
         &dir,
         device.as_ref(),
-        &args.precision,
+        args.precision.name(),
     )?;
     let device = device.map(|d| d.name).unwrap_or_default();
     let t0 = std::time::Instant::now();

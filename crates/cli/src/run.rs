@@ -1,7 +1,7 @@
 //! `spmv run`: y = A x on the OpenCL device, y printed one value per line in
 //! full (round-trip) precision, so anyone can check our answer with their tools.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use engine::{DeviceScalar, Engine, LaunchMode};
 use sparse::mm::{read_path, ReadOptions};
@@ -24,8 +24,8 @@ pub struct Args {
     #[arg(long)]
     pub x: Option<PathBuf>,
     /// Precision of the computation: f32 or f64.
-    #[arg(long, default_value = "f64", value_parser = ["f32", "f64"])]
-    pub precision: String,
+    #[arg(long, default_value = "f64")]
+    pub precision: sparse::Precision,
     /// Kernel to run (any name `spmv bench` prints: serial, subvector2..subvector128, vector, csr_adaptive, merge_path).
     #[arg(long)]
     pub kernel: Option<String>,
@@ -174,7 +174,7 @@ pub fn run(args: Args) -> Result<()> {
                 args.model.as_deref(),
                 &dir,
                 Some(&crate::predict::identity(e.info())),
-                &args.precision,
+                args.precision.name(),
             )?;
             let pred = sel.plan(&sparse::Features::of(&a), a.row_ptr());
             (pred.plan, format!("plan of the {note}"))
@@ -182,8 +182,8 @@ pub fn run(args: Args) -> Result<()> {
     };
     let out = std::io::stdout();
     let mut w = BufWriter::new(out.lock());
-    let t = match args.precision.as_str() {
-        "f32" => {
+    let t = match args.precision {
+        sparse::Precision::F32 => {
             let (y, t) = compute::<f32>(&e, &a, &x, &plan, mode)?;
             // Values came from f32: print them as f32 so the shortest round-trip form is used.
             for v in y {
@@ -191,14 +191,13 @@ pub fn run(args: Args) -> Result<()> {
             }
             t
         }
-        "f64" => {
+        sparse::Precision::F64 => {
             let (y, t) = compute::<f64>(&e, &a, &x, &plan, mode)?;
             for v in y {
                 writeln!(w, "{v}")?;
             }
             t
         }
-        p => bail!("unknown precision '{p}' (f32 or f64)"),
     };
     w.flush()?;
     eprintln!(

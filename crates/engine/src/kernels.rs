@@ -3,7 +3,6 @@
 
 use crate::config::ReductionPath;
 use sparse::{KernelId, Scalar};
-use std::fmt;
 
 /// Shared prelude (value type, row-list helper), prepended to every program.
 pub const PRELUDE_CL: &str = include_str!("../../../kernels/prelude.cl");
@@ -41,38 +40,8 @@ pub fn program_source() -> String {
 /// Environment variable with kernel parameter overrides (see [`KernelParams::with_overrides`]).
 pub const PARAMS_ENV: &str = "SPMV_KERNEL_PARAMS";
 
-/// Value precision of a program and a matrix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Precision {
-    /// `float`.
-    F32,
-    /// `double` (needs `cl_khr_fp64`).
-    F64,
-}
-
-impl Precision {
-    /// `f32` or `f64`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::F64 => "f64",
-        }
-    }
-
-    /// The OpenCL C type.
-    pub fn cl_type(self) -> &'static str {
-        match self {
-            Precision::F32 => "float",
-            Precision::F64 => "double",
-        }
-    }
-}
-
-impl fmt::Display for Precision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// Value precision of a program and a matrix (the workspace's one type).
+pub use sparse::Precision;
 
 /// A value type the device can compute with: `f32` or `f64`.
 pub trait DeviceScalar: Scalar + ocl::OclPrm {

@@ -273,6 +273,12 @@ impl ApiError {
     }
 }
 
+impl From<sparse::ParsePrecisionError> for ApiError {
+    fn from(e: sparse::ParsePrecisionError) -> Self {
+        ApiError::Precision(e.0)
+    }
+}
+
 impl From<SparseError> for ApiError {
     /// Parser errors are 400 (with their line), size errors 413, non-finite values
     /// 422, and structural errors of given arrays 422.

@@ -15,54 +15,9 @@ use axum::http::{header, HeaderMap};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use sparse::{Csr, Scalar};
-use std::str::FromStr;
 
-/// The value type an operation runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Precision {
-    /// Single precision.
-    F32,
-    /// Double precision.
-    F64,
-}
-
-impl Precision {
-    /// The precision used when a request names none.
-    pub const DEFAULT: Precision = Precision::F64;
-
-    /// `"f32"` or `"f64"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => f32::NAME,
-            Precision::F64 => f64::NAME,
-        }
-    }
-
-    /// Bytes of one value.
-    pub fn bytes(self) -> usize {
-        match self {
-            Precision::F32 => 4,
-            Precision::F64 => 8,
-        }
-    }
-}
-
-impl FromStr for Precision {
-    type Err = ApiError;
-    fn from_str(s: &str) -> Result<Self, ApiError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "f32" | "float" | "float32" | "single" => Ok(Precision::F32),
-            "f64" | "double" | "float64" => Ok(Precision::F64),
-            _ => Err(ApiError::Precision(s.to_string())),
-        }
-    }
-}
-
-impl std::fmt::Display for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The value type an operation runs in (the workspace's one type).
+pub use sparse::Precision;
 
 /// What kind of payload a body holds, from its `Content-Type`.
 #[derive(Debug, Clone, PartialEq, Eq)]

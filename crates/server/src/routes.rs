@@ -29,13 +29,6 @@ fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-fn to_store(p: Precision) -> store::Precision {
-    match p {
-        Precision::F32 => store::Precision::F32,
-        Precision::F64 => store::Precision::F64,
-    }
-}
-
 /// Runs CPU-bound request work off the async runtime.
 pub(crate) async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
@@ -241,7 +234,7 @@ fn record(
         matrix_hash: Some(m.id.clone()),
         features: Some(store::FeatureVector::from_features(&m.features)),
         plan: Some(planned.plan.clone()),
-        precision: Some(to_store(p)),
+        precision: Some(p),
         device: s.device().name().map(str::to_string),
         model: Some(planned.model.id.clone()),
         kernel_ms,

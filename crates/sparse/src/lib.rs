@@ -12,6 +12,7 @@ pub mod features;
 pub mod gen;
 pub mod mm;
 pub mod plan;
+pub mod precision;
 pub mod scalar;
 pub mod spmv;
 
@@ -20,4 +21,5 @@ pub use csr::{Csr, MAX_DIM};
 pub use error::SparseError;
 pub use features::{Features, FEATURE_NAMES};
 pub use plan::{KernelId, Plan};
+pub use precision::{ParsePrecisionError, Precision, Precisions};
 pub use scalar::Scalar;

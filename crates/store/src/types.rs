@@ -52,60 +52,8 @@ id_type!(
     RequestId
 );
 
-/// Floating-point precision of values and vectors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Precision {
-    /// 32-bit floats.
-    F32,
-    /// 64-bit floats.
-    F64,
-}
-
-impl Precision {
-    /// Both precisions.
-    pub const ALL: [Precision; 2] = [Precision::F32, Precision::F64];
-
-    /// `"f32"` or `"f64"`, as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::F64 => "f64",
-        }
-    }
-}
-
-impl fmt::Display for Precision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Precision {
-    type Err = StoreError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "f32" | "float" | "single" => Ok(Precision::F32),
-            "f64" | "double" => Ok(Precision::F64),
-            _ => Err(StoreError::InvalidValue {
-                what: "precision",
-                message: format!("'{s}' is neither f32 nor f64"),
-            }),
-        }
-    }
-}
-
-impl Serialize for Precision {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Precision {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+/// Floating-point precision of values and vectors (the workspace's one type).
+pub use sparse::Precision;
 
 /// A feature vector together with the names of its entries, as stored in the
 /// `features` JSON columns: `{"names": [...], "values": [...]}`. Keeping the names

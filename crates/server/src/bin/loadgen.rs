@@ -27,6 +27,7 @@ use hyper::{header, Method, Request};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
+use sparse::Precision;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,8 +57,8 @@ struct Args {
     #[arg(long)]
     matrix_nnz: Option<usize>,
     /// Precision asked for.
-    #[arg(long, value_enum, default_value_t = Prec::F32)]
-    precision: Prec,
+    #[arg(long, default_value = "f32")]
+    precision: Precision,
     /// Requests in flight at most (open connections); a request waiting for a
     /// slot still counts its latency from its scheduled send.
     #[arg(long, default_value_t = 256)]
@@ -98,21 +99,6 @@ struct Args {
 enum Target {
     Predict,
     Spmv,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Prec {
-    F32,
-    F64,
-}
-
-impl Prec {
-    fn name(self) -> &'static str {
-        match self {
-            Prec::F32 => "f32",
-            Prec::F64 => "f64",
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -265,15 +251,15 @@ async fn prepare(svc: &Service, args: &Args) -> Result<Workload> {
     let up: serde_json::Value = serde_json::from_slice(&body)?;
     let id = up["id"].as_str().context("no id in the upload answer")?;
     let width = match args.precision {
-        Prec::F32 => 4,
-        Prec::F64 => 8,
+        Precision::F32 => 4,
+        Precision::F64 => 8,
     };
     let x: Vec<u8> = (0..a.ncols())
         .flat_map(|i| {
             let v = ((i % 17) as f64 - 8.0) / 8.0;
             match args.precision {
-                Prec::F32 => (v as f32).to_le_bytes().to_vec(),
-                Prec::F64 => v.to_le_bytes().to_vec(),
+                Precision::F32 => (v as f32).to_le_bytes().to_vec(),
+                Precision::F64 => v.to_le_bytes().to_vec(),
             }
         })
         .collect();

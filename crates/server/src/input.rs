@@ -509,24 +509,30 @@ impl XIn {
         match self {
             XIn::Values(v) => x_into(v, out),
             XIn::Binary { bytes, precision } => match precision {
-                Precision::F32 => fill_from(bytes.chunks_exact(4), out, |c| {
-                    f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64
-                }),
-                Precision::F64 => fill_from(bytes.chunks_exact(8), out, |c| {
-                    f64::from_le_bytes(c.try_into().expect("chunk of 8"))
-                }),
+                Precision::F32 => fill_values(
+                    bytes
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64),
+                    out,
+                ),
+                Precision::F64 => fill_values(
+                    bytes
+                        .chunks_exact(8)
+                        .map(|c| f64::from_le_bytes(c.try_into().expect("chunk of 8"))),
+                    out,
+                ),
             },
         }
     }
 }
 
-fn fill_from<'a, T: Scalar>(
-    chunks: impl Iterator<Item = &'a [u8]>,
+/// Writes `values` converted to `T` into `out`, refusing the first one that is
+/// not finite in `T` (the caller has checked the count).
+fn fill_values<T: Scalar>(
+    values: impl Iterator<Item = f64>,
     out: &mut [T],
-    decode: impl Fn(&[u8]) -> f64,
 ) -> Result<(), ApiError> {
-    for (i, (c, o)) in chunks.zip(out.iter_mut()).enumerate() {
-        let v = decode(c);
+    for (i, (v, o)) in values.zip(out.iter_mut()).enumerate() {
         let t = T::from_f64(v);
         if !t.is_finite() {
             return Err(ApiError::NonFinite(format!(
@@ -562,17 +568,7 @@ pub fn x_into<T: Scalar>(x: &[f64], out: &mut [T]) -> Result<(), ApiError> {
             found: x.len(),
         });
     }
-    for (i, (&v, o)) in x.iter().zip(out.iter_mut()).enumerate() {
-        let t = T::from_f64(v);
-        if !t.is_finite() {
-            return Err(ApiError::NonFinite(format!(
-                "x[{i}] = {v:?} is not finite in {}",
-                T::NAME
-            )));
-        }
-        *o = t;
-    }
-    Ok(())
+    fill_values(x.iter().copied(), out)
 }
 
 /// Encodes y as little-endian bytes.

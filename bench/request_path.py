@@ -18,7 +18,7 @@ Each answer is checked against scipy. One CSV row per precision and form, median
   over_device = client_ms / (kernel_ms + upload_x_ms + download_y_ms): the
                target is <= 1.10 for the binary form on a 1M-nonzero matrix.
 
-Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 1000000] [--out FILE]
+Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 100000,1000000,10000000] [--out FILE]
 Exit codes: 0 done; 1 a request failed or an answer was wrong; 2 bad usage.
 """
 
@@ -45,6 +45,13 @@ class Client:
             raise ValueError(f"--url must be http://HOST:PORT, got {url!r}")
         self.host, self.port = u.hostname, u.port or 80
         self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+
+    def delete(self, mid):
+        self.conn.request("DELETE", f"/matrices/{mid}")
+        r = self.conn.getresponse()
+        r.read()
+        if r.status >= 300:
+            raise RuntimeError(f"DELETE /matrices/{mid}: {r.status}")
 
     def post(self, path, body, headers):
         self.conn.request("POST", path, body=body, headers=headers)
@@ -116,7 +123,8 @@ def bench(client, mid, a, precision, form, calls, warmup):
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", required=True)
-    ap.add_argument("--nnz", type=int, default=1_000_000)
+    ap.add_argument("--nnz", default="1000000",
+                    help="nonzeros of the stencil, or a comma list (e.g. 100000,1000000,10000000)")
     ap.add_argument("--precision", default="f64,f32")
     ap.add_argument("--forms", default="binary,json")
     ap.add_argument("--calls", type=int, default=30)
@@ -127,29 +135,26 @@ def main(argv):
         client = Client(args.url)
         precisions = [p for p in args.precision.split(",") if p]
         forms = [f for f in args.forms.split(",") if f]
+        sizes = [int(n) for n in args.nnz.split(",") if n]
         if any(p not in ("f32", "f64") for p in precisions) or any(f not in ("binary", "json") for f in forms):
             raise ValueError("--precision takes f32,f64 and --forms binary,json")
     except ValueError as e:
         print(f"request_path: {e}", file=sys.stderr)
         return 2
-    a = stencil2d(args.nnz)
     fields = ["form", "precision", "nrows", "nnz", "calls", "client_ms", "server_ms", "read_ms", "device_ms",
               "kernel_ms", "upload_x_ms", "download_y_ms", "over_device"]
     out = open(args.out, "w", newline="") if args.out else sys.stdout
     w = csv.DictWriter(out, fieldnames=fields)
     w.writeheader()
     try:
-        mid = upload(client, a)
-        for p in precisions:
-            for f in forms:
-                r = bench(client, mid, a, p, f, args.calls, args.warmup)
-                w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
-                out.flush()
-                print(f"request_path: {f:6} {p}: client {r['client_ms']:.3f} ms, server {r['server_ms']:.3f} "
-                      f"(reading the body {r['read_ms']:.3f}), "
-                      f"device {r['device_ms']:.3f} = kernel {r['kernel_ms']:.3f} + x {r['upload_x_ms']:.3f} "
-                      f"+ y {r['download_y_ms']:.3f}; client / (kernel + transfers) = {r['over_device']:.2f}",
-                      file=sys.stderr)
+        for n in sizes:
+            a = stencil2d(n)
+            mid = upload(client, a)
+            for p in precisions:
+                for f in forms:
+                    r = bench(client, mid, a, p, f, args.calls, args.warmup)
+                    report(w, out, r)
+            client.delete(mid)
     except (RuntimeError, OSError, KeyError, ValueError) as e:
         print(f"request_path: FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
@@ -157,6 +162,17 @@ def main(argv):
         if args.out:
             out.close()
     return 0
+
+
+def report(w, out, r):
+    """One CSV row and one line on standard error."""
+    w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    out.flush()
+    print(f"request_path: {r['nnz']:>9} nnz {r['form']:6} {r['precision']}: client {r['client_ms']:.3f} ms, "
+          f"server {r['server_ms']:.3f} (reading the body {r['read_ms']:.3f}), "
+          f"device {r['device_ms']:.3f} = kernel {r['kernel_ms']:.3f} + x {r['upload_x_ms']:.3f} "
+          f"+ y {r['download_y_ms']:.3f}; client / (kernel + transfers) = {r['over_device']:.2f}",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -527,20 +527,7 @@ pub async fn spmv(
     let read_ms = ms(t0);
     let p = req.precision;
     let x = Arc::new(req.x);
-
-    // The matrix: an uploaded one, an inline one already uploaded (same content
-    // hash), or an inline one planned and uploaded for this call only.
-    let (m, cached) = match req.source {
-        Source::Id(id) => (s.cached(&id, &who)?, true),
-        Source::Inline(a) => {
-            let (s2, who2) = (s.clone(), who.clone());
-            let (m, _) = blocking(move || stored_from(&s2, &who2, a, 0.0)).await?;
-            match s.try_cached(&m.id, &who) {
-                Some(c) => (c, true),
-                None => (Arc::new(m), false),
-            }
-        }
-    };
+    let (m, cached) = spmv_matrix(&s, &who, req.source).await?;
     // x and y, and for a matrix used for this call only its device buffers
     // (host memory on a CPU device), count against the memory budget.
     let once = if cached { 0 } else { device_bytes(&m.host, p) };
@@ -548,72 +535,23 @@ pub async fn spmv(
     let bytes_y = binary_y && !req.verify;
     held.grow_by(spmv_estimate(m.host.nrows(), m.host.ncols(), binary_y) + once)
         .await?;
-    if x.len() != m.host.ncols() {
-        return Err(ApiError::XLength {
-            expected: m.host.ncols(),
-            found: x.len(),
-        });
-    }
-    if !s.device().available() {
-        // Without a device, bad x is still a 4xx rather than the 503 below. With
-        // one, the conversion on the device worker checks x (x_in) once, on the
-        // way to the device, instead of converting it twice per call.
-        let (x2, ncols) = (x.clone(), m.host.ncols());
-        blocking(move || match p {
-            Precision::F32 => x2.fill(&mut vec![0f32; ncols]),
-            Precision::F64 => x2.fill(&mut vec![0f64; ncols]),
-        })
-        .await?;
-    }
-    if !s.device().available() {
-        let why = s.device().unavailable.clone().unwrap_or_default();
-        return Err(ApiError::NoDevice(why));
-    }
-
+    check_x(&s, &x, &m, p).await?;
     s.check_device_fit(&m.host, p)?;
     let (planned, exec, setup_ms) = if cached {
         execute_cached(&s, &m, p, &x, bytes_y).await?
     } else {
-        let t = Instant::now();
-        let (s2, m2) = (s.clone(), m.clone());
-        let planned = blocking(move || Ok(s2.plan(&m2, p, false))).await?;
-        let (m2, x2, pl2) = (m.clone(), x.clone(), planned.clone());
-        let exec: Executed = s
-            .on_device(move |e| {
-                let b = upload_blocking(e, &m2.host, p, &pl2)?;
-                execute_blocking(e, &b, &x2, bytes_y)
-            })
-            .await?;
-        let setup = ms(t) - exec.timings.wall_ms();
-        (planned, exec, Some(setup))
+        execute_once(&s, &m, p, &x, bytes_y).await?
     };
     let kernel_ms = exec.timings.kernel_ms();
-    let device_ms = exec.timings.wall_ms();
     s.metrics()
-        .spmv(p.name(), kernel_ms * 1e-3, device_ms * 1e-3);
-    let min_bytes = engine::min_bytes(m.host.nrows(), m.host.ncols(), m.host.nnz(), p.bytes());
-    let gbps = if exec.timings.kernel_ns > 0 {
-        min_bytes as f64 / exec.timings.kernel_ns as f64
-    } else {
-        0.0
-    };
-
-    let verify = if req.verify {
-        let (m2, x2) = (m.clone(), x.clone());
-        let (v, y) = blocking(move || {
-            let v = verify_y(&m2.host, &x2.to_values(), &exec.y)?;
-            Ok((v, exec.y))
-        })
-        .await?;
-        if v["ok"] != json!(true) {
-            tracing::error!(id = %m.id, precision = %p, report = %v, "device y differs from the reference SpMV");
-        }
+        .spmv(p.name(), kernel_ms * 1e-3, exec.timings.wall_ms() * 1e-3);
+    let (verify, y) = if req.verify {
+        let (v, y) = verify_on_host(&m, p, &x, exec.y).await?;
         (Some(v), y)
     } else {
         (None, exec.y)
     };
-    let (verify, y) = verify;
-    if !wants_binary(&headers) {
+    if !binary_y {
         check_json_y(&y)?;
     }
     let server_ms = ms(t0);
@@ -628,79 +566,222 @@ pub async fn spmv(
         server_ms,
         200,
     ));
-
-    if wants_binary(&headers) {
-        let bytes = match y {
-            YVec::Bytes(b) => b,
-            y => {
-                blocking(move || {
-                    Ok(match &y {
-                        YVec::F32(y) => y_binary(y),
-                        YVec::F64(y) => y_binary(y),
-                        YVec::Bytes(b) => b.clone(),
-                    })
-                })
-                .await?
-            }
-        };
-        let mut resp = (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            )],
-            bytes,
-        )
-            .into_response();
-        let h = resp.headers_mut();
-        let mut put = |k: &'static str, v: String| {
-            if let Ok(v) = HeaderValue::from_str(&v) {
-                h.insert(k, v);
-            }
-        };
-        put("x-matrix-id", m.id.clone());
-        put("x-precision", p.name().into());
-        put("x-kernel-ms", kernel_ms.to_string());
-        put("x-device-ms", device_ms.to_string());
-        put("x-upload-x-ms", exec.timings.upload_x_ms().to_string());
-        put("x-download-y-ms", exec.timings.download_y_ms().to_string());
-        put("x-server-ms", server_ms.to_string());
-        put("x-read-ms", read_ms.to_string());
-        put("x-gbps", gbps.to_string());
-        put("x-plan-scheme", planned.plan.scheme.to_string());
-        put("x-model", planned.model.id.clone());
-        if let Some(t) = &planned.tuning {
-            put("x-tuned", t.chosen.clone());
-        }
-        put("x-model-match", planned.model.match_level.as_str().into());
-        if let Some(v) = &verify {
-            put("x-verified", v["ok"].to_string());
-        }
-        return Ok(resp);
+    let done = SpmvDone {
+        m,
+        cached,
+        p,
+        planned,
+        timings: exec.timings,
+        launches: exec.launches,
+        setup_ms,
+        read_ms,
+        server_ms,
+        verify,
+    };
+    if binary_y {
+        binary_answer(done, y).await
+    } else {
+        json_answer(done, y).await
     }
-    // y can be large: the JSON body is built off the runtime.
+}
+
+/// The matrix of an /spmv request: an uploaded one, an inline one already
+/// uploaded (same content hash), or an inline one for this call only; and
+/// whether it is in the cache.
+async fn spmv_matrix(
+    s: &AppState,
+    who: &Principal,
+    source: Source,
+) -> Result<(Arc<StoredMatrix>, bool), ApiError> {
+    Ok(match source {
+        Source::Id(id) => (s.cached(&id, who)?, true),
+        Source::Inline(a) => {
+            let (s2, who2) = (s.clone(), who.clone());
+            let (m, _) = blocking(move || stored_from(&s2, &who2, a, 0.0)).await?;
+            match s.try_cached(&m.id, who) {
+                Some(c) => (c, true),
+                None => (Arc::new(m), false),
+            }
+        }
+    })
+}
+
+/// x's length, and without a device its values too (a 4xx rather than the 503
+/// that follows); with one, the conversion on the device worker checks the
+/// values once, on the way into the staging buffer.
+async fn check_x(
+    s: &AppState,
+    x: &Arc<XIn>,
+    m: &StoredMatrix,
+    p: Precision,
+) -> Result<(), ApiError> {
+    let ncols = m.host.ncols();
+    if x.len() != ncols {
+        return Err(ApiError::XLength {
+            expected: ncols,
+            found: x.len(),
+        });
+    }
+    if s.device().available() {
+        return Ok(());
+    }
+    let x2 = x.clone();
+    blocking(move || match p {
+        Precision::F32 => x2.fill(&mut vec![0f32; ncols]),
+        Precision::F64 => x2.fill(&mut vec![0f64; ncols]),
+    })
+    .await?;
+    let why = s.device().unavailable.clone().unwrap_or_default();
+    Err(ApiError::NoDevice(why))
+}
+
+/// Plans, uploads and runs a matrix used for this call only (never tuned: it
+/// is multiplied once).
+async fn execute_once(
+    s: &AppState,
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+    x: &Arc<XIn>,
+    bytes_y: bool,
+) -> Result<(Planned, Executed, Option<f64>), ApiError> {
+    let t = Instant::now();
+    let (s2, m2) = (s.clone(), m.clone());
+    let planned = blocking(move || Ok(s2.plan(&m2, p, false))).await?;
+    let (m2, x2, pl2) = (m.clone(), x.clone(), planned.clone());
+    let exec: Executed = s
+        .on_device(move |e| {
+            let b = upload_blocking(e, &m2.host, p, &pl2)?;
+            execute_blocking(e, &b, &x2, bytes_y)
+        })
+        .await?;
+    let setup = ms(t) - exec.timings.wall_ms();
+    Ok((planned, exec, Some(setup)))
+}
+
+/// Compares y with the reference SpMV on the host (off the runtime).
+async fn verify_on_host(
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+    x: &Arc<XIn>,
+    y: YVec,
+) -> Result<(Value, YVec), ApiError> {
+    let (m2, x2) = (m.clone(), x.clone());
+    let (v, y) = blocking(move || {
+        let v = verify_y(&m2.host, &x2.to_values(), &y)?;
+        Ok((v, y))
+    })
+    .await?;
+    if v["ok"] != json!(true) {
+        tracing::error!(id = %m.id, precision = %p, report = %v, "device y differs from the reference SpMV");
+    }
+    Ok((v, y))
+}
+
+/// What an /spmv answer reports besides y.
+struct SpmvDone {
+    m: Arc<StoredMatrix>,
+    cached: bool,
+    p: Precision,
+    planned: Planned,
+    timings: engine::Timings,
+    launches: usize,
+    setup_ms: Option<f64>,
+    read_ms: f64,
+    server_ms: f64,
+    verify: Option<Value>,
+}
+
+impl SpmvDone {
+    fn min_bytes(&self) -> u64 {
+        let h = &self.m.host;
+        engine::min_bytes(h.nrows(), h.ncols(), h.nnz(), self.p.bytes())
+    }
+
+    fn gbps(&self) -> f64 {
+        if self.timings.kernel_ns > 0 {
+            self.min_bytes() as f64 / self.timings.kernel_ns as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// y as little-endian bytes, the rest in `x-*` headers.
+async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
+    let bytes = match y {
+        YVec::Bytes(b) => b,
+        y => {
+            blocking(move || {
+                Ok(match &y {
+                    YVec::F32(y) => y_binary(y),
+                    YVec::F64(y) => y_binary(y),
+                    YVec::Bytes(b) => b.clone(),
+                })
+            })
+            .await?
+        }
+    };
+    let mut resp = (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        )],
+        bytes,
+    )
+        .into_response();
+    let h = resp.headers_mut();
+    let mut put = |k: &'static str, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(k, v);
+        }
+    };
+    let t = &d.timings;
+    put("x-matrix-id", d.m.id.clone());
+    put("x-precision", d.p.name().into());
+    put("x-kernel-ms", t.kernel_ms().to_string());
+    put("x-device-ms", t.wall_ms().to_string());
+    put("x-upload-x-ms", t.upload_x_ms().to_string());
+    put("x-download-y-ms", t.download_y_ms().to_string());
+    put("x-server-ms", d.server_ms.to_string());
+    put("x-read-ms", d.read_ms.to_string());
+    put("x-gbps", d.gbps().to_string());
+    put("x-plan-scheme", d.planned.plan.scheme.to_string());
+    put("x-model", d.planned.model.id.clone());
+    if let Some(t) = &d.planned.tuning {
+        put("x-tuned", t.chosen.clone());
+    }
+    put("x-model-match", d.planned.model.match_level.as_str().into());
+    if let Some(v) = &d.verify {
+        put("x-verified", v["ok"].to_string());
+    }
+    Ok(resp)
+}
+
+/// The JSON answer, built off the runtime (y can be large): y is written
+/// straight from its array after the other fields, with no JSON value per element.
+async fn json_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
+    let t = &d.timings;
     let head = json!({
-        "matrix_id": m.id,
-        "matrix": matrix_json(&m),
-        "precision": p.name(),
-        "uploaded": cached,
-        "plan": PlanView::of(&planned.plan, &planned.binning),
-        "model": &planned.model,
-        "tuning": &planned.tuning,
-        "launches": exec.launches,
+        "matrix_id": d.m.id,
+        "matrix": matrix_json(&d.m),
+        "precision": d.p.name(),
+        "uploaded": d.cached,
+        "plan": PlanView::of(&d.planned.plan, &d.planned.binning),
+        "model": &d.planned.model,
+        "tuning": &d.planned.tuning,
+        "launches": d.launches,
         "timings_ms": {
-            "kernel": kernel_ms,
-            "upload_x": exec.timings.upload_x_ms(), "download_y": exec.timings.download_y_ms(),
-            "device": device_ms,
-            "setup": setup_ms,
-            "read": read_ms,
-            "server": server_ms,
+            "kernel": t.kernel_ms(),
+            "upload_x": t.upload_x_ms(), "download_y": t.download_y_ms(),
+            "device": t.wall_ms(),
+            "setup": d.setup_ms,
+            "read": d.read_ms,
+            "server": d.server_ms,
         },
-        "gbps": gbps,
-        "min_bytes": min_bytes,
-        "verify": verify,
+        "gbps": d.gbps(),
+        "min_bytes": d.min_bytes(),
+        "verify": d.verify,
     });
-    // y is written straight from its array after the other fields (no
-    // intermediate JSON value per element), so the answer costs its text only.
     let body = blocking(move || {
         let mut out = serde_json::to_vec(&head).map_err(ApiError::internal)?;
         out.pop(); // the object's closing brace

@@ -6,8 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One node of a regression tree. Decisions: go left when `value < cut`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum RegNode {
     /// An internal node on feature `feature`.
     Split {
@@ -16,14 +15,68 @@ pub(crate) enum RegNode {
         left: usize,
         right: usize,
     },
-    /// A leaf: the mean target of its training rows and how many there were.
+    /// A leaf: the mean target of its training rows (rounded to `f32`, which is
+    /// far finer than timer noise and keeps files small) and how many there were.
     Leaf { value: f64, n: usize },
 }
 
 /// A regression tree: `nodes[0]` is the root, children come after their parent.
+///
+/// Stored in JSON as one compact string (a boosted model has hundreds of trees,
+/// and pretty-printed node objects made a model file 35 times larger): nodes
+/// separated by `;`, a split as `s<feature>:<cut>:<left>:<right>`, a leaf as
+/// `l<value>:<rows>`; numbers in Rust's shortest round-trip form, so a file gives
+/// back the same tree bit for bit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub(crate) struct RegTree {
     pub nodes: Vec<RegNode>,
+}
+
+impl From<RegTree> for String {
+    fn from(t: RegTree) -> String {
+        let parts: Vec<String> = t
+            .nodes
+            .iter()
+            .map(|n| match n {
+                RegNode::Split {
+                    feature,
+                    cut,
+                    left,
+                    right,
+                } => format!("s{feature}:{cut:?}:{left}:{right}"),
+                RegNode::Leaf { value, n } => format!("l{:?}:{n}", *value as f32),
+            })
+            .collect();
+        parts.join(";")
+    }
+}
+
+impl TryFrom<String> for RegTree {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<RegTree, String> {
+        let bad = |part: &str| format!("bad regression-tree node `{part}`");
+        let mut nodes = Vec::new();
+        for part in s.split(';') {
+            let f: Vec<&str> = part.get(1..).unwrap_or("").split(':').collect();
+            let node = match (part.chars().next(), f.as_slice()) {
+                (Some('s'), [feature, cut, left, right]) => RegNode::Split {
+                    feature: feature.parse().map_err(|_| bad(part))?,
+                    cut: cut.parse().map_err(|_| bad(part))?,
+                    left: left.parse().map_err(|_| bad(part))?,
+                    right: right.parse().map_err(|_| bad(part))?,
+                },
+                (Some('l'), [value, n]) => RegNode::Leaf {
+                    value: value.parse::<f32>().map_err(|_| bad(part))? as f64,
+                    n: n.parse().map_err(|_| bad(part))?,
+                },
+                _ => return Err(bad(part)),
+            };
+            nodes.push(node);
+        }
+        Ok(RegTree { nodes })
+    }
 }
 
 /// How a regression tree grows.
@@ -158,7 +211,7 @@ impl Data<'_> {
         let n = rows.len().max(1) as f64;
         let mean = rows.iter().map(|&r| self.y[r]).sum::<f64>() / n;
         out.push(RegNode::Leaf {
-            value: mean,
+            value: mean as f32 as f64,
             n: rows.len(),
         });
         if depth >= self.params.max_depth || rows.len() < 2 * self.params.min_leaf {
@@ -420,6 +473,43 @@ mod tests {
         for r in &x {
             assert_eq!(back.predict(r), a.predict(r));
         }
+    }
+
+    #[test]
+    fn the_compact_form_round_trips_and_refuses_garbage() {
+        let t = RegTree {
+            nodes: vec![
+                RegNode::Split {
+                    feature: 2,
+                    cut: 1e-7 + 0.1,
+                    left: 1,
+                    right: 2,
+                },
+                RegNode::Leaf {
+                    value: -0.125,
+                    n: 3,
+                },
+                RegNode::Leaf {
+                    value: 1.0f32 as f64 / 3.0f32 as f64,
+                    n: 4,
+                },
+            ],
+        };
+        let s = String::from(t.clone());
+        assert!(s.starts_with("s2:") && s.contains(";l-0.125:3;"), "{s}");
+        let back = RegTree::try_from(s).unwrap();
+        assert_eq!(back.nodes[0], t.nodes[0]);
+        assert_eq!(back.nodes[1], t.nodes[1]);
+        // Leaf values are kept to f32 precision.
+        match back.nodes[2] {
+            RegNode::Leaf { value, n: 4 } => assert!((value - 1.0 / 3.0).abs() < 1e-7),
+            ref other => panic!("{other:?}"),
+        }
+        for bad in ["", "x1:2", "s1:2:3", "l1.0", "s1:abc:1:2", "l1.0:-3"] {
+            assert!(RegTree::try_from(bad.to_string()).is_err(), "{bad}");
+        }
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(json.starts_with('"'), "{json}");
     }
 
     #[test]

@@ -151,8 +151,13 @@ fn a_perf_layout_of_another_build_is_refused() {
         .to_string();
     assert!(e.contains("stage-3") && e.contains("something_else"), "{e}");
     let mut v: serde_json::Value = serde_json::from_str(&m.to_json_string()).unwrap();
-    v["perf"]["model"]["trees"][0]["nodes"][0] =
-        serde_json::json!({"kind": "split", "feature": 9999, "cut": 1.0, "left": 1, "right": 2});
+    // A tree splitting on a feature the layout does not have, and a garbled tree.
+    v["perf"]["model"]["trees"][0] = serde_json::json!("s9999:1.0:1:2;l0.5:1;l0.25:1");
+    let e = Model::from_json_str(&v.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("feature 9999"), "{e}");
+    v["perf"]["model"]["trees"][0] = serde_json::json!("s1:1.0:1");
     assert!(Model::from_json_str(&v.to_string()).is_err());
 }
 

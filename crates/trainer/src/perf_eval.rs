@@ -1,6 +1,6 @@
 //! Held-out check of the performance model: predicted against measured time of
 //! the model's chosen plan and of every single kernel, and whether it orders the
-//! two fastest timed plans of each matrix right.
+//! two fastest distinct timed plans of each matrix right.
 
 use crate::evaluate::EvalRow;
 use crate::pipeline::Labelled;
@@ -74,13 +74,19 @@ fn errors(ratios: &[f64]) -> (f64, f64) {
     (100.0 * quantile(&ape, 0.5), within)
 }
 
-/// The timed plans of a matrix: each scheme's best plan (timed as a whole) and
-/// each kernel alone over the whole matrix, without repeats.
+/// The timed plans of a matrix that the service can run: each scheme's best plan
+/// (timed as a whole) and each kernel alone over the whole matrix, without
+/// repeats. A scheme's plan whose bins all chose one kernel is left out: the
+/// planner runs that kernel over the whole matrix instead, which is in the set.
 fn timed_plans(l: &Labelled) -> Vec<(Plan, f64)> {
     let mut out: Vec<(Plan, f64)> = l
         .labels
         .plans
         .values()
+        .filter(|p| {
+            let first = p.plan.kernels.first().map(|b| b.1);
+            p.plan.scheme == Scheme::Single || p.plan.kernels.iter().any(|b| Some(b.1) != first)
+        })
         .map(|p| (p.plan.clone(), p.total_ms))
         .collect();
     for k in KernelId::all() {

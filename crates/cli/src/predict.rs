@@ -142,6 +142,7 @@ pub fn run(args: Args) -> Result<()> {
     let t1 = std::time::Instant::now();
     let pred = sel.plan_explained(&features, a.row_ptr());
     let t2 = std::time::Instant::now();
+    let predicted = predicted_time(&sel, &features, &pred);
     let bins: Vec<serde_json::Value> = pred
         .plan
         .kernels
@@ -161,6 +162,7 @@ pub fn run(args: Args) -> Result<()> {
             "precision": args.precision,
             "plan": {"scheme": pred.plan.scheme, "bins": bins},
             "explanation": pred.explanation,
+            "predicted_ms": predicted,
             "timings_ms": {"features": (t1 - t0).as_secs_f64() * 1e3, "predict_and_bin": (t2 - t1).as_secs_f64() * 1e3},
         });
         println!("{}", serde_json::to_string(&o)?);
@@ -203,12 +205,46 @@ pub fn run(args: Args) -> Result<()> {
             print_path(&d.path);
         }
     }
+    print_predicted(predicted.as_ref());
     println!(
         "time: features {:.3} ms, prediction + binning {:.3} ms",
         (t1 - t0).as_secs_f64() * 1e3,
         (t2 - t1).as_secs_f64() * 1e3
     );
     Ok(())
+}
+
+/// The performance model's predicted times of the plan and the best single
+/// kernel, when the selector is a model that has one.
+fn predicted_time(
+    sel: &Selector,
+    f: &Features,
+    pred: &selector::Prediction,
+) -> Option<selector::TimePrediction> {
+    match sel {
+        Selector::Model(m) => m.predict_time(f, &pred.plan, &pred.binning),
+        Selector::Rule => None,
+    }
+}
+
+fn print_predicted(t: Option<&selector::TimePrediction>) {
+    let Some(t) = t else {
+        println!("predicted time: none (the selector has no performance model)");
+        return;
+    };
+    let band = |e: &selector::Estimate| match (e.low_ms, e.high_ms) {
+        (Some(l), Some(h)) => format!(" ({l:.4}-{h:.4})"),
+        _ => String::new(),
+    };
+    println!(
+        "predicted time: plan {:.4} ms{}, best single kernel {} {:.4} ms{}",
+        t.plan.ms,
+        band(&t.plan),
+        t.best_single_kernel,
+        t.best_single.ms,
+        band(&t.best_single)
+    );
+    println!("  band: {}", t.band);
 }
 
 /// Prints a decision path, one test per line.

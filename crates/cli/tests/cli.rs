@@ -113,6 +113,12 @@ fn predict_prints_a_plan_that_covers_every_row() {
     let rows: u64 = bins.iter().map(|b| b["rows"].as_u64().unwrap()).sum();
     assert_eq!(rows, 229, "{v}");
     assert!(v["plan"]["scheme"].is_string(), "{v}");
+    // The key is always there: null when the selector has no performance model.
+    let t = v.get("predicted_ms").unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        t.is_null() || t["plan"]["ms"].as_f64().is_some_and(|ms| ms > 0.0),
+        "{v}"
+    );
 }
 
 #[test]

@@ -23,7 +23,7 @@ pub enum SelectorError {
     /// feature, no finite positive time, ...).
     #[error("stage-{stage} sample {index} (matrix '{matrix}'): {reason}")]
     InvalidSample {
-        /// 1 or 2.
+        /// 1 or 2 (the trees), 3 (the performance model).
         stage: u8,
         /// Position of the sample in the slice given.
         index: usize,
@@ -41,7 +41,7 @@ pub enum SelectorError {
          the model has {model}, this build computes {current}; retrain the model"
     )]
     FeatureOrderMismatch {
-        /// 1 or 2.
+        /// 1 or 2 (the trees), 3 (the performance model).
         stage: u8,
         /// Index of the first differing feature.
         position: usize,

@@ -16,6 +16,10 @@
 //! [`KernelSources`] by the ladder of [`match_device`] (exact device, same
 //! [`DeviceClass`], same [`DeviceType`]) or falls back to the rule.
 //!
+//! [`fit_perf`] fits the optional performance model ([`PerfModel`]: boosted
+//! regression trees on log time of whole plans and single kernels), which
+//! [`Model::predict_time`] uses to predict what a plan will cost.
+//!
 //! Architecture invariant: this crate knows nothing of OpenCL, HTTP or SQL; it
 //! sees matrices only through `sparse::Features` and a CSR row pointer.
 
@@ -29,6 +33,8 @@ mod matching;
 mod model;
 mod models_dir;
 mod params;
+mod perf;
+mod regtree;
 mod rule;
 mod selector;
 mod tree;
@@ -49,6 +55,10 @@ pub use model::{
 };
 pub use models_dir::{resolve_models_dir, ModelsDir};
 pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_LIMIT};
+pub use perf::{
+    fit_perf, perf_features, plan_vector, single_vector, ErrorBand, Estimate, PerfModel,
+    PerfParams, PerfSample, TimePrediction, PERF_EXTRA,
+};
 pub use rule::{
     rule_kernel, rule_kernel_for, rule_plan, rule_plan_for, rule_prediction, rule_prediction_for,
     RuleClass, RuleThresholds, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN, RULE_SKEW_MIN_MAX_ROW,

@@ -4,6 +4,7 @@
 
 use crate::device::{DeviceClass, DeviceIdentity, DeviceType};
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
+use crate::perf::{PerfModel, TimePrediction};
 use crate::tree::{Hop, Tree};
 use crate::vector::spread;
 use crate::{
@@ -126,9 +127,17 @@ pub struct Model {
     pub card: ModelCard,
     pub(crate) stage1: Tree,
     pub(crate) stage2: Tree,
+    /// The performance model (`None` in files written before it existed, or when
+    /// the trainer fitted none): the model then plans but predicts no times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) perf: Option<PerfModel>,
 }
 
-fn first_difference(stage: u8, model: &[String], current: &[&str]) -> Result<(), SelectorError> {
+pub(crate) fn first_difference(
+    stage: u8,
+    model: &[String],
+    current: &[&str],
+) -> Result<(), SelectorError> {
     let n = model.len().max(current.len());
     for i in 0..n {
         let (m, c) = (model.get(i).map(String::as_str), current.get(i).copied());
@@ -151,7 +160,30 @@ impl Model {
             card,
             stage1,
             stage2,
+            perf: None,
         }
+    }
+
+    /// The performance model, when the file carries one.
+    pub fn perf(&self) -> Option<&PerfModel> {
+        self.perf.as_ref()
+    }
+
+    /// Attaches (or removes) the performance model.
+    pub fn set_perf(&mut self, perf: Option<PerfModel>) {
+        self.perf = perf;
+    }
+
+    /// Predicted times of `plan` (over `binning`, the binning of its scheme) and of
+    /// the best single kernel; `None` without a performance model or for a plan
+    /// with no bins.
+    pub fn predict_time(
+        &self,
+        features: &Features,
+        plan: &Plan,
+        binning: &Binning,
+    ) -> Option<TimePrediction> {
+        self.perf.as_ref()?.predict_plan(features, plan, binning)
     }
 
     /// Parses a model from JSON. Checks, in this order: the format version, the
@@ -188,6 +220,9 @@ impl Model {
         m.stage2
             .validate(STAGE2_FEATURES.len(), m.card.kernels.len())
             .map_err(|e| SelectorError::InvalidModel(format!("stage-2 tree: {e}")))?;
+        if let Some(p) = &m.perf {
+            p.validate()?;
+        }
         Ok(m)
     }
 

@@ -8,7 +8,7 @@
 use crate::input::Precision;
 use selector::{
     Assessment, DeviceIdentity, Explanation, KernelSources, MatchLevel, Model, ModelsDir,
-    Prediction, Selector, SelectorError, Target,
+    Prediction, Selector, SelectorError, Target, TimePrediction,
 };
 use serde::Serialize;
 use sparse::{Binning, Features, Plan, Scheme};
@@ -300,6 +300,21 @@ impl Planner {
             sel.plan_explained(features, row_ptr)
         } else {
             sel.plan(features, row_ptr)
+        }
+    }
+
+    /// Predicted times of `plan` (over `binning`) and of the best single kernel,
+    /// when the selector planning `p` is a model with a performance part.
+    pub fn predict_time(
+        &self,
+        p: Precision,
+        features: &Features,
+        plan: &Plan,
+        binning: &Binning,
+    ) -> Option<TimePrediction> {
+        match &self.pair(p).0 {
+            Selector::Model(m) => m.predict_time(features, plan, binning),
+            Selector::Rule => None,
         }
     }
 

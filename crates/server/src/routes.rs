@@ -261,10 +261,13 @@ pub async fn predict(
         .await?;
     let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
     let s2 = s.clone();
-    let (m, planned, predict_ms) = blocking(move || {
+    let (m, planned, predicted, predict_ms) = blocking(move || {
         let t = Instant::now();
         let planned = s2.plan(&m, p, explain);
-        Ok((m, planned, ms(t)))
+        let predicted = s2
+            .planner()
+            .predict_time(p, &m.features, &planned.plan, &planned.binning);
+        Ok((m, planned, predicted, ms(t)))
     })
     .await?;
     let total_ms = ms(t0);
@@ -274,6 +277,7 @@ pub async fn predict(
         "features": features_json(&m.features),
         "plan": PlanView::of(&planned.plan, &planned.binning),
         "model": planned.model,
+        "predicted_ms": predicted,
         "timings_ms": {
             "parse": parse_ms,
             "features": features_ms,

@@ -374,6 +374,9 @@ pub struct Summary {
     pub worst_matrix_tuned: String,
     /// Matrices where tuning replaced the model's plan by a single kernel.
     pub tuning_switched: usize,
+    /// The performance model's predictions against the measured times (`None`
+    /// when the model has no performance model).
+    pub perf: Option<crate::perf_eval::PerfSummary>,
 }
 
 /// Summarises evaluated rows.
@@ -433,6 +436,7 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
             .iter()
             .filter(|r| r.tuned_ms() < r.predicted_ms)
             .count(),
+        perf: None,
     }
 }
 
@@ -665,6 +669,12 @@ pub fn write_report(
     md.push_str("## Summary\n\n```json\n");
     md.push_str(&serde_json::to_string_pretty(summary)?);
     md.push_str("\n```\n\n");
+    if let Some(p) = &summary.perf {
+        md.push_str(&format!(
+            "## Performance model\n\nPredicted time (boosted regression trees on log time) against the measured time of the model's chosen plan and of every single kernel; the top-2 check asks whether the two fastest timed plans of a matrix (each scheme's best plan and each kernel alone) are predicted in the right order. {}.\n\n",
+            p.line()
+        ));
+    }
     if !extra.is_null() {
         md.push_str("## Model and labels\n\n```json\n");
         md.push_str(&serde_json::to_string_pretty(extra)?);

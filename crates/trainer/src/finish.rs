@@ -48,6 +48,8 @@ pub struct Finish<'a> {
     pub out: PathBuf,
     /// Extra facts for the model card (labelling time, ...).
     pub card_extra: serde_json::Value,
+    /// How the performance model is fitted.
+    pub perf: selector::PerfParams,
 }
 
 /// What one precision produced.
@@ -83,8 +85,14 @@ impl Finish<'_> {
                 test.len()
             );
         }
-        let fitted =
-            pipeline::fit_precision(&train, &self.device, precision, &self.corpus, self.seed)?;
+        let fitted = pipeline::fit_precision_with(
+            &train,
+            &self.device,
+            precision,
+            &self.corpus,
+            self.seed,
+            self.perf,
+        )?;
         let mut model = fitted.model;
         // The card says which device, driver and kernel sources the labels were
         // measured with, so a service can match devices and refuse other kernels.
@@ -130,6 +138,12 @@ impl Finish<'_> {
             &test_real,
             &extra,
         )?;
+        // The error band /predict reports comes from matrices the model never saw.
+        if let (Some(ps), Some(perf)) = (&all.perf, model.perf()) {
+            let mut perf = perf.clone();
+            perf.band = Some(ps.band(&format!("held-out split, {} matrices", test.len())));
+            model.set_perf(Some(perf));
+        }
         evaluate::print_table(&rows);
         pipeline::print_summary(&format!("{tag}: all held-out matrices"), &all);
         pipeline::print_summary(&format!("{tag}: held-out real SuiteSparse matrices"), &real);

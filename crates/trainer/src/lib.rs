@@ -12,6 +12,7 @@ pub mod evaluate;
 pub mod finish;
 pub mod label;
 pub mod peers;
+pub mod perf_eval;
 pub mod pipeline;
 pub mod report;
 pub mod runs;

@@ -88,6 +88,15 @@ struct Common {
     /// cuSPARSE figures to set beside ours in the report (the CSV of `bench/cusparse_bench.py`).
     #[arg(long, global = true, value_name = "CSV")]
     cusparse: Option<PathBuf>,
+    /// Boosting rounds of the performance model (trees on log plan time).
+    #[arg(long, global = true, default_value_t = selector::PerfParams::default().rounds)]
+    perf_rounds: usize,
+    /// Depth of each tree of the performance model.
+    #[arg(long, global = true, default_value_t = selector::PerfParams::default().max_depth)]
+    perf_depth: usize,
+    /// Shrinkage of each tree of the performance model.
+    #[arg(long, global = true, default_value_t = selector::PerfParams::default().rate)]
+    perf_rate: f64,
     /// Device class of the rule baseline (`gpu` or `cpu`); default: the device's kind
     /// (with `fit --from-db`: guessed from the stored name and vendor).
     #[arg(long, global = true)]
@@ -227,6 +236,12 @@ impl Common {
                 .unwrap_or_else(|| corpus::repo_root().join("models")),
             out: self.out.clone().unwrap_or(default_out),
             card_extra,
+            perf: selector::PerfParams {
+                rounds: self.perf_rounds,
+                max_depth: self.perf_depth,
+                rate: self.perf_rate,
+                ..selector::PerfParams::default()
+            },
         })
     }
 

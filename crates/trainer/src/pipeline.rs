@@ -309,6 +309,19 @@ pub fn fit_precision(
     corpus: &str,
     seed: u64,
 ) -> Result<Fitted> {
+    let perf = selector::PerfParams::default();
+    fit_precision_with(train, device, precision, corpus, seed, perf)
+}
+
+/// As [`fit_precision`], with the performance model's parameters.
+pub fn fit_precision_with(
+    train: &[&Labelled],
+    device: &str,
+    precision: Precision,
+    corpus: &str,
+    seed: u64,
+    perf_params: selector::PerfParams,
+) -> Result<Fitted> {
     let strata: Vec<(String, u32)> = train
         .iter()
         .map(|l| {
@@ -376,6 +389,7 @@ pub fn fit_precision(
         .flat_map(|l| l.samples.stage2.iter().cloned())
         .collect();
     let mut model = selector::fit(&all1, &all2, &params)?;
+    let perf = fit_perf(train, perf_params)?;
     model.card.device = device.to_string();
     model.card.precision = precision.as_str().to_string();
     model.card.corpus = corpus.to_string();
@@ -400,8 +414,34 @@ pub fn fit_precision(
             serde_json::json!(best_score),
         );
         m.insert("train_matrices".into(), serde_json::json!(train.len()));
+        if let Some((p, secs)) = &perf {
+            m.insert(
+                "perf_fit".into(),
+                serde_json::json!({"samples": p.samples, "params": p.params, "seconds": secs}),
+            );
+        }
     }
+    model.set_perf(perf.map(|(p, _)| p));
     Ok(Fitted { model, variants })
+}
+
+/// Fits the performance model on the training matrices' timed plans (each
+/// scheme's best plan and each kernel alone); `None` when there are none.
+/// Returns it with the seconds the fit took.
+fn fit_perf(
+    train: &[&Labelled],
+    params: selector::PerfParams,
+) -> Result<Option<(selector::PerfModel, f64)>> {
+    let samples: Vec<selector::PerfSample> = train
+        .iter()
+        .flat_map(|l| l.samples.perf.iter().cloned())
+        .collect();
+    if samples.is_empty() {
+        return Ok(None);
+    }
+    let t = Instant::now();
+    let p = selector::fit_perf(&samples, params)?;
+    Ok(Some((p, t.elapsed().as_secs_f64())))
 }
 
 /// Evaluates `model` on labelled matrices (all timed in this run) and returns the rows.
@@ -566,6 +606,9 @@ pub fn print_summary(tag: &str, s: &Summary) {
         s.geomean_speedup_vs_csr_adaptive, s.beats_csr_adaptive, s.geomean_speedup_vs_rule, s.beats_rule,
         s.geomean_speedup_vs_best_single, s.beats_best_single, s.geomean_speedup_vs_worst_single
     );
+    if let Some(p) = &s.perf {
+        println!("   {}", p.line());
+    }
 }
 
 /// Writes CSV and report for rows, returns the summary.
@@ -578,7 +621,8 @@ pub fn write_outputs(
     extra: serde_json::Value,
 ) -> Result<Summary> {
     std::fs::create_dir_all(out)?;
-    let summary = evaluate::summarize(rows);
+    let mut summary = evaluate::summarize(rows);
+    summary.perf = crate::perf_eval::evaluate(model, labelled, rows);
     evaluate::write_csv(rows, &out.join(format!("evaluation_{tag}.csv")))?;
     let ((l1, c1), (l2, c2)) = confusions(model, labelled);
     evaluate::write_report(out, tag, rows, &summary, (&l1, &c1), (&l2, &c2), &extra)?;

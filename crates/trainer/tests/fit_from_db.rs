@@ -103,6 +103,11 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
         "no such device anywhere",
     ]);
     assert!(out.status.success(), "fit --from-db failed");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("performance model: chosen plan's time median abs. error"),
+        "{printed}"
+    );
     for p in ["f32", "f64"] {
         let file = models.join(trainer::pipeline::model_file_name(
             &name,
@@ -111,6 +116,19 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
         let model = selector::Model::load(&file).unwrap();
         assert_eq!(model.card.device, name);
         assert_eq!(model.card.precision, p);
+        // The performance model is fitted with the trees and carries the band
+        // measured on the held-out matrices, which the report states.
+        let perf = model.perf().expect("a performance model in the file");
+        let band = perf.band.as_ref().expect("a held-out error band");
+        assert!(
+            band.low > 0.0 && band.low <= band.high && band.samples > 0,
+            "{band:?}"
+        );
+        let md = std::fs::read_to_string(report.join(format!("report_{p}_all.md"))).unwrap();
+        assert!(
+            md.contains("## Performance model") && md.contains("median abs. error"),
+            "{md}"
+        );
         for f in [
             format!("evaluation_{p}_all.csv"),
             format!("report_{p}_all.md"),

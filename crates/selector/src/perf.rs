@@ -1,0 +1,405 @@
+//! The performance model: predicted time (ms) of a whole plan, or of one kernel
+//! over the whole matrix, from the matrix features and what the plan gives each
+//! kernel; gradient-boosted regression trees on log(time), fitted on the whole-plan
+//! and single-kernel timings of the results database.
+
+use crate::regtree::{Boosted, GrowParams};
+use crate::vector::{feature, stage1_vector};
+use crate::{SelectorError, STAGE1_FEATURES};
+use serde::{Deserialize, Serialize};
+use sparse::{Binning, Features, KernelId, Plan, Scheme};
+
+/// Features the performance model adds to the stage-1 features (then, per kernel
+/// of [`KernelId::all`], the share of nonzeros and the share of rows the plan
+/// gives it: `nnz_share_<kernel>`, `row_share_<kernel>`).
+///
+/// | name | meaning |
+/// |---|---|
+/// | `log2_nnz` | log2(1 + nonzeros) |
+/// | `log2_rows` | log2(1 + rows) |
+/// | `plan_u` | [`Scheme::code`]: U, or 0 for the single-bin scheme |
+/// | `plan_bins` | non-empty bins the plan runs (one launch each, launched per bin) |
+/// | `plan_kernels` | distinct kernels of the plan (one launch each, grouped) |
+pub const PERF_EXTRA: [&str; 5] = [
+    "log2_nnz",
+    "log2_rows",
+    "plan_u",
+    "plan_bins",
+    "plan_kernels",
+];
+
+/// The performance model's feature names, in order.
+pub fn perf_features() -> Vec<String> {
+    let mut v: Vec<String> = STAGE1_FEATURES.iter().map(|s| s.to_string()).collect();
+    v.extend(PERF_EXTRA.iter().map(|s| s.to_string()));
+    for k in KernelId::all() {
+        v.push(format!("nnz_share_{}", k.name()));
+        v.push(format!("row_share_{}", k.name()));
+    }
+    v
+}
+
+fn base_vector(f: &Features, scheme: Scheme, bins: usize, kernels: usize) -> Vec<f64> {
+    let mut v = stage1_vector(f);
+    v.extend([
+        (1.0 + feature(f, "nnz")).log2(),
+        (1.0 + feature(f, "rows")).log2(),
+        scheme.code() as f64,
+        bins as f64,
+        kernels as f64,
+    ]);
+    v.resize(v.len() + 2 * KernelId::all().len(), 0.0);
+    v
+}
+
+fn kernel_slot(k: KernelId) -> usize {
+    let at = KernelId::all().iter().position(|kk| *kk == k);
+    STAGE1_FEATURES.len() + PERF_EXTRA.len() + 2 * at.expect("every kernel is in the pool")
+}
+
+/// The vector of one kernel run over the whole matrix (the single-bin scheme).
+pub fn single_vector(f: &Features, k: KernelId) -> Vec<f64> {
+    let mut v = base_vector(f, Scheme::Single, 1, 1);
+    let s = kernel_slot(k);
+    v[s] = 1.0;
+    v[s + 1] = 1.0;
+    v
+}
+
+/// The vector of `plan` over `binning` (the binning of the plan's scheme). A plan
+/// of the single-bin scheme is its kernel over the whole matrix. `None` for a plan
+/// with no bins (an empty matrix: nothing to time).
+pub fn plan_vector(f: &Features, plan: &Plan, binning: &Binning) -> Option<Vec<f64>> {
+    if plan.scheme == Scheme::Single || binning.scheme == Scheme::Single {
+        return plan.kernels.first().map(|(_, k)| single_vector(f, *k));
+    }
+    if plan.kernels.is_empty() {
+        return None;
+    }
+    let mut kernels: Vec<KernelId> = plan.kernels.iter().map(|(_, k)| *k).collect();
+    kernels.sort();
+    kernels.dedup();
+    let mut v = base_vector(f, plan.scheme, plan.kernels.len(), kernels.len());
+    let (rows, nnz) = (binning.nrows.max(1) as f64, feature(f, "nnz").max(1.0));
+    for &(b, k) in &plan.kernels {
+        if b >= binning.num_bins() {
+            continue;
+        }
+        let s = kernel_slot(k);
+        v[s] += binning.bin_nnz[b] as f64 / nnz;
+        v[s + 1] += binning.row_count(b) as f64 / rows;
+    }
+    Some(v)
+}
+
+/// One timed plan for fitting: its vector and measured time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PerfSample {
+    /// The matrix's name.
+    pub matrix: String,
+    /// [`plan_vector`] or [`single_vector`].
+    pub x: Vec<f64>,
+    /// Measured time, ms (finite, > 0).
+    pub ms: f64,
+}
+
+/// How the performance model is fitted.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PerfParams {
+    /// Boosting rounds.
+    pub rounds: usize,
+    /// Shrinkage of each tree.
+    pub rate: f64,
+    /// Depth of each tree.
+    pub max_depth: usize,
+    /// Fewest samples in a leaf.
+    pub min_leaf: usize,
+}
+
+impl Default for PerfParams {
+    fn default() -> Self {
+        PerfParams {
+            rounds: 400,
+            rate: 0.1,
+            max_depth: 5,
+            min_leaf: 3,
+        }
+    }
+}
+
+impl PerfParams {
+    fn check(&self) -> Result<(), SelectorError> {
+        let bad = |name, reason: &str| {
+            Err(SelectorError::InvalidParam {
+                name,
+                reason: reason.into(),
+            })
+        };
+        if self.rounds == 0 || self.rounds > 10_000 {
+            return bad("rounds", "must be in 1..=10000");
+        }
+        if !(self.rate > 0.0 && self.rate <= 1.0) {
+            return bad("rate", "must be in (0, 1]");
+        }
+        if self.max_depth > crate::MAX_DEPTH_LIMIT {
+            return bad("max_depth", "too deep");
+        }
+        if self.min_leaf == 0 {
+            return bad("min_leaf", "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// How far measured times fell from predicted ones on matrices the model did
+/// not see: quantiles of measured / predicted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBand {
+    /// 10th percentile of measured / predicted.
+    pub low: f64,
+    /// 90th percentile of measured / predicted.
+    pub high: f64,
+    /// Median absolute percentage error, %.
+    pub mdape: f64,
+    /// Timed plans the band comes from.
+    pub samples: usize,
+    /// Where it comes from (e.g. `held-out split, 81 matrices`).
+    pub source: String,
+}
+
+/// The fitted performance model, stored in the model JSON beside the trees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PerfModel {
+    /// The feature layout it reads; must equal [`perf_features`] to load.
+    pub features: Vec<String>,
+    /// How it was fitted.
+    pub params: PerfParams,
+    /// Samples it was fitted on.
+    pub samples: usize,
+    /// The error band measured on held-out matrices (set by the trainer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band: Option<ErrorBand>,
+    pub(crate) model: Boosted,
+}
+
+/// A predicted time with its uncertainty.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Estimate {
+    /// Predicted time, ms.
+    pub ms: f64,
+    /// Lower end of the band (ms), when the model has one.
+    pub low_ms: Option<f64>,
+    /// Upper end of the band (ms), when the model has one.
+    pub high_ms: Option<f64>,
+}
+
+/// The predicted time of a plan and of the best single kernel.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimePrediction {
+    /// The plan.
+    pub plan: Estimate,
+    /// The kernel predicted fastest over the whole matrix.
+    pub best_single_kernel: String,
+    /// Its time.
+    pub best_single: Estimate,
+    /// What the band means, or why there is none.
+    pub band: String,
+}
+
+/// Fits the performance model on timed plans (deterministic).
+pub fn fit_perf(samples: &[PerfSample], params: PerfParams) -> Result<PerfModel, SelectorError> {
+    params.check()?;
+    if samples.is_empty() {
+        return Err(SelectorError::NoSamples {
+            what: "performance",
+        });
+    }
+    let len = perf_features().len();
+    for (i, s) in samples.iter().enumerate() {
+        let reason = if s.x.len() != len {
+            Some(format!("vector has {} values, expected {len}", s.x.len()))
+        } else if s.x.iter().any(|v| !v.is_finite()) {
+            Some("a feature is not finite".into())
+        } else if !(s.ms.is_finite() && s.ms > 0.0) {
+            Some(format!("time {} ms is not a positive number", s.ms))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(SelectorError::InvalidSample {
+                stage: 3,
+                index: i,
+                matrix: s.matrix.clone(),
+                reason,
+            });
+        }
+    }
+    let x: Vec<Vec<f64>> = samples.iter().map(|s| s.x.clone()).collect();
+    let y: Vec<f64> = samples.iter().map(|s| s.ms.ln()).collect();
+    let grow = GrowParams {
+        max_depth: params.max_depth,
+        min_leaf: params.min_leaf,
+    };
+    Ok(PerfModel {
+        features: perf_features(),
+        params,
+        samples: samples.len(),
+        band: None,
+        model: Boosted::fit(&x, &y, params.rounds, params.rate, grow),
+    })
+}
+
+impl PerfModel {
+    /// Predicted time (ms) of a vector of [`perf_features`].
+    pub fn predict_ms(&self, x: &[f64]) -> f64 {
+        self.model.predict(x).exp()
+    }
+
+    /// Checks the layout against this build and every tree.
+    pub(crate) fn validate(&self) -> Result<(), SelectorError> {
+        let current = perf_features();
+        let cur: Vec<&str> = current.iter().map(String::as_str).collect();
+        crate::model::first_difference(3, &self.features, &cur)?;
+        self.model
+            .validate(current.len())
+            .map_err(|e| SelectorError::InvalidModel(format!("performance model: {e}")))
+    }
+
+    fn estimate(&self, ms: f64) -> Estimate {
+        Estimate {
+            ms,
+            low_ms: self.band.as_ref().map(|b| ms * b.low),
+            high_ms: self.band.as_ref().map(|b| ms * b.high),
+        }
+    }
+
+    /// The kernel predicted fastest over the whole matrix, and its time.
+    pub fn best_single(&self, f: &Features) -> (KernelId, f64) {
+        KernelId::all()
+            .into_iter()
+            .map(|k| (k, self.predict_ms(&single_vector(f, k))))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("the pool has kernels")
+    }
+
+    /// Predicted times of `plan` (over `binning`, the binning of its scheme) and of
+    /// the best single kernel; `None` for a plan with no bins.
+    pub fn predict_plan(
+        &self,
+        f: &Features,
+        plan: &Plan,
+        binning: &Binning,
+    ) -> Option<TimePrediction> {
+        let x = plan_vector(f, plan, binning)?;
+        let (k, single) = self.best_single(f);
+        Some(TimePrediction {
+            plan: self.estimate(self.predict_ms(&x)),
+            best_single_kernel: k.name(),
+            best_single: self.estimate(single),
+            band: match &self.band {
+                Some(b) => format!(
+                    "10th to 90th percentile of measured / predicted on the {} ({} timed plans, median absolute error {:.1}%)",
+                    b.source, b.samples, b.mdape
+                ),
+                None => "no held-out error band recorded for this model".into(),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sparse::Csr;
+
+    #[test]
+    fn vectors_describe_the_plan() {
+        let a =
+            Csr::<f64>::from_triplets(4, 4, &[0, 1, 1, 3, 3], &[0, 1, 2, 0, 3], &[1.0; 5]).unwrap();
+        let f = Features::of(&a);
+        let names = perf_features();
+        let at = |n: &str| names.iter().position(|x| x == n).unwrap();
+        let s = single_vector(&f, KernelId::Vector);
+        assert_eq!(s.len(), names.len());
+        assert_eq!(s[at("nnz_share_vector")], 1.0);
+        assert_eq!(s[at("row_share_vector")], 1.0);
+        assert_eq!(s[at("nnz_share_serial")], 0.0);
+        assert_eq!(s[at("plan_u")], 0.0);
+        let b = Binning::new(a.row_ptr(), Scheme::Single);
+        assert_eq!(
+            plan_vector(&f, &Plan::single(KernelId::Vector), &b),
+            Some(s)
+        );
+        let b = Binning::new(a.row_ptr(), Scheme::Granularity(1));
+        let plan = Plan {
+            scheme: Scheme::Granularity(1),
+            kernels: b
+                .nonempty_bins()
+                .map(|bin| {
+                    (
+                        bin,
+                        if bin == 2 {
+                            KernelId::Vector
+                        } else {
+                            KernelId::Serial
+                        },
+                    )
+                })
+                .collect(),
+        };
+        let v = plan_vector(&f, &plan, &b).unwrap();
+        assert_eq!(v[at("plan_u")], 1.0);
+        assert_eq!(v[at("plan_bins")], plan.kernels.len() as f64);
+        assert_eq!(v[at("plan_kernels")], 2.0);
+        assert!((v[at("nnz_share_vector")] - 0.8).abs() < 1e-12);
+        assert!((v[at("nnz_share_serial")] - 0.2).abs() < 1e-12);
+        let empty = Plan {
+            scheme: Scheme::Granularity(1),
+            kernels: vec![],
+        };
+        assert_eq!(plan_vector(&f, &empty, &b), None);
+    }
+
+    #[test]
+    fn bad_samples_and_params_are_refused() {
+        let ok = PerfSample {
+            matrix: "m".into(),
+            x: vec![0.0; perf_features().len()],
+            ms: 1.0,
+        };
+        assert!(fit_perf(std::slice::from_ref(&ok), PerfParams::default()).is_ok());
+        assert!(fit_perf(&[], PerfParams::default()).is_err());
+        for bad in [
+            PerfSample {
+                ms: 0.0,
+                ..ok.clone()
+            },
+            PerfSample {
+                ms: f64::NAN,
+                ..ok.clone()
+            },
+            PerfSample {
+                x: vec![0.0; 3],
+                ..ok.clone()
+            },
+        ] {
+            let e = fit_perf(&[ok.clone(), bad], PerfParams::default()).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    SelectorError::InvalidSample {
+                        stage: 3,
+                        index: 1,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+        }
+        let p = PerfParams {
+            rate: 0.0,
+            ..PerfParams::default()
+        };
+        assert!(fit_perf(std::slice::from_ref(&ok), p).is_err());
+    }
+}

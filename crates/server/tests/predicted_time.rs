@@ -1,0 +1,138 @@
+//! /predict carries `predicted_ms` (the chosen plan's and the best single
+//! kernel's predicted time, with the model's held-out band) when the model in use
+//! has a performance part, and `null` when it has none or the rule plans.
+
+mod common;
+
+use common::*;
+use selector::{ErrorBand, Model, PerfParams, PerfSample};
+use serde_json::Value;
+use server::{DeviceState, Planner};
+use sparse::{Binning, Features, KernelId, Plan, Scheme};
+
+/// A PoCL CPU of the shipped CPU models' class.
+fn xeon() -> selector::DeviceIdentity {
+    selector::DeviceIdentity::new(
+        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
+        "GenuineIntel",
+        "6.0",
+        "cpu",
+    )
+}
+
+/// Made-up timings of single kernels and single-bin plans on random matrices:
+/// a launch cost plus a per-nonzero cost that differs by kernel.
+fn perf_samples() -> Vec<PerfSample> {
+    let mut out = Vec::new();
+    for seed in 0..30u64 {
+        let n = 40 + 37 * seed as usize;
+        let a = random_matrix(n, n, 100 + seed);
+        let f = Features::of(&a);
+        for (i, k) in KernelId::all().into_iter().enumerate() {
+            let ms = 0.005 + a.nnz() as f64 * 1e-6 * (1.0 + i as f64 / 4.0);
+            let x = selector::single_vector(&f, k);
+            out.push(PerfSample {
+                matrix: format!("m{seed}"),
+                x,
+                ms,
+            });
+        }
+        let b = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+        let plan = Plan {
+            scheme: b.scheme,
+            kernels: b
+                .nonempty_bins()
+                .map(|bin| (bin, KernelId::Serial))
+                .collect(),
+        };
+        if let Some(x) = selector::plan_vector(&f, &plan, &b) {
+            out.push(PerfSample {
+                matrix: format!("m{seed}"),
+                x,
+                ms: 0.006 + a.nnz() as f64 * 1e-6,
+            });
+        }
+    }
+    out
+}
+
+/// The shipped CPU models with a performance part attached.
+fn models_with_perf() -> Vec<Model> {
+    let params = PerfParams {
+        rounds: 50,
+        ..PerfParams::default()
+    };
+    let mut perf = selector::fit_perf(&perf_samples(), params).unwrap();
+    perf.band = Some(ErrorBand {
+        low: 0.9,
+        high: 1.2,
+        mdape: 6.5,
+        samples: 123,
+        source: "test split".into(),
+    });
+    selector::load_models_dir(models_dir())
+        .unwrap()
+        .into_iter()
+        .filter_map(|(_, m)| m.ok())
+        .filter(|m| m.card.device.starts_with("pthread"))
+        .map(|mut m| {
+            m.set_perf(Some(perf.clone()));
+            m
+        })
+        .collect()
+}
+
+async fn predict(planner: Planner, p: &str, a: &sparse::Csr<f64>) -> Value {
+    let (app, _) = app_with_planner(config(&[]), DeviceState::none("test"), planner).await;
+    let r = send(
+        &app,
+        post(&format!("/predict?precision={p}"), "text/plain", mm_text(a)),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
+}
+
+#[tokio::test]
+async fn predict_carries_the_predicted_time_of_the_plan_and_the_best_single_kernel() {
+    let models = models_with_perf();
+    assert_eq!(models.len(), 2, "the shipped CPU models in f32 and f64");
+    let a = random_matrix(400, 400, 31);
+    for p in ["f32", "f64"] {
+        let planner = Planner::from_models(models.clone(), &xeon());
+        let v = predict(planner, p, &a).await;
+        assert_eq!(v["model"]["kind"], "model", "{v}");
+        let t = &v["predicted_ms"];
+        // The same numbers as the model gives for the plan the response shows.
+        let m = models.iter().find(|m| m.card.precision == p).unwrap();
+        let f = Features::of(&a);
+        let pred = m.predict(&f, a.row_ptr());
+        let want = m.predict_time(&f, &pred.plan, &pred.binning).unwrap();
+        assert_eq!(v["plan"]["scheme"], pred.plan.scheme.to_string(), "{v}");
+        assert_eq!(t["plan"]["ms"].as_f64(), Some(want.plan.ms), "{t}");
+        assert_eq!(
+            t["best_single"]["ms"].as_f64(),
+            Some(want.best_single.ms),
+            "{t}"
+        );
+        let ms = want.plan.ms;
+        assert!(ms.is_finite() && ms > 0.0, "{t}");
+        assert_eq!(t["plan"]["low_ms"].as_f64(), Some(ms * 0.9), "{t}");
+        assert_eq!(t["plan"]["high_ms"].as_f64(), Some(ms * 1.2), "{t}");
+        let k = t["best_single_kernel"].as_str().unwrap();
+        assert!(k.parse::<KernelId>().is_ok(), "{t}");
+        assert!(t["band"].as_str().unwrap().contains("test split"), "{t}");
+    }
+}
+
+#[tokio::test]
+async fn predict_says_null_without_a_performance_model() {
+    let a = random_matrix(100, 100, 32);
+    // The shipped models predate the performance model.
+    let v = predict(Planner::load(&models_dir(), Some(&xeon())), "f64", &a).await;
+    assert_eq!(v["model"]["kind"], "model", "{v}");
+    assert!(v["predicted_ms"].is_null(), "{v}");
+    let v = predict(Planner::rule_only(None), "f64", &a).await;
+    assert_eq!(v["model"]["kind"], "rule", "{v}");
+    assert!(v["predicted_ms"].is_null(), "{v}");
+}

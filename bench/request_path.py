@@ -84,7 +84,8 @@ def one_call(client, mid, precision, x, form):
         ms = (time.perf_counter() - t) * 1e3
         y = np.frombuffer(data, dtype=le)
         h = {k.lower(): v for k, v in r.getheaders()}
-        tm = {k: float(h[f"x-{k.replace('_', '-')}-ms"]) for k in
+        # (servers before x-read-ms existed: NaN)
+        tm = {k: float(h.get(f"x-{k.replace('_', '-')}-ms", "nan")) for k in
               ("kernel", "upload_x", "download_y", "device", "server", "read")}
     else:
         body = json.dumps({"matrix_id": mid, "x": x.tolist(), "precision": precision}).encode()
@@ -92,7 +93,7 @@ def one_call(client, mid, precision, x, form):
         ms = (time.perf_counter() - t) * 1e3
         doc = json.loads(data)
         y = np.array(doc["y"])
-        tm = {k: float(doc["timings_ms"][k]) for k in ("kernel", "upload_x", "download_y", "device", "server", "read")}
+        tm = {k: float(doc["timings_ms"].get(k, "nan")) for k in ("kernel", "upload_x", "download_y", "device", "server", "read")}
     return y, tm, ms
 
 

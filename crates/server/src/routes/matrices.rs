@@ -1,0 +1,143 @@
+//! `POST /matrices`, `GET /matrices/{id}`, `DELETE /matrices/{id}`: uploaded matrices.
+
+use super::*;
+
+fn ready_json(r: &Ready) -> Value {
+    json!({
+        "precision": r.precision.name(),
+        "plan": PlanView::of(&r.planned.plan, &r.planned.binning),
+        "model": r.planned.model,
+        "device_bytes": r.device_bytes,
+        "setup_ms": r.setup_ms,
+    })
+}
+
+/// `POST /matrices[?precision=f32|f64]`: parse, plan, upload once.
+pub async fn upload(
+    State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let q = Query::parse(q.as_deref(), &["precision"])?;
+    let p = q.precision.unwrap_or(Precision::DEFAULT);
+    let (bytes, mut held) = read_body(body, &headers, s.limits(), s.budget()).await?;
+    let kind = body_kind(&headers, &bytes)?;
+    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
+        .await?;
+    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
+    // Refuse early, before any device work, what can never fit the cache.
+    let need = m.host_bytes() + device_bytes(&m.host, p);
+    let cap = s.config().cache_bytes as u64;
+    if need > cap {
+        return Err(ApiError::too_large(
+            "matrix bytes (host copy plus device buffers)",
+            need,
+            cap,
+        ));
+    }
+    // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
+    s.check_device_fit(&m.host, p)?;
+    let m = blocking(move || {
+        if p == Precision::F32 {
+            cast_checked::<f32>(&m.host)?;
+        }
+        Ok(m)
+    })
+    .await?;
+    let (m, existed) = s.insert(m)?;
+    let (ready, created) = if s.device().available() {
+        match s.ensure_ready(&m, p).await {
+            Ok((r, c)) => (Some(r), c),
+            Err(e) => {
+                // A matrix that cannot be put on the device is not kept.
+                if !existed {
+                    s.remove_any(&m.id);
+                }
+                return Err(e);
+            }
+        }
+    } else {
+        (None, false)
+    };
+    let total_ms = ms(t0);
+    let planned = match &ready {
+        Some(r) => r.planned.clone(),
+        None => {
+            let (s2, m2) = (s.clone(), m.clone());
+            blocking(move || Ok(s2.plan(&m2, p, false))).await?
+        }
+    };
+    let body = json!({
+        "id": m.id,
+        "matrix": matrix_json(&m),
+        "precision": p.name(),
+        "plan": PlanView::of(&planned.plan, &planned.binning),
+        "model": planned.model,
+        "tuning": planned.tuning,
+        "already_uploaded": existed && !created,
+        "on_device": ready.is_some(),
+        "device": s.device().name(),
+        "bytes": {
+            "host": m.host_bytes(),
+            "device": ready.as_ref().map_or(0, |r| r.device_bytes),
+        },
+        "timings_ms": {
+            "parse": parse_ms,
+            "features": features_ms,
+            "hash": hash_ms,
+            "setup": ready.as_ref().filter(|_| created).map(|r| r.setup_ms),
+            "total": total_ms,
+        },
+    });
+    s.log_request(record(
+        &s,
+        &who,
+        "/matrices",
+        &m,
+        &planned,
+        p,
+        None,
+        total_ms,
+        201,
+    ));
+    let mut resp = (StatusCode::CREATED, Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("/matrices/{}", m.id)) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(resp)
+}
+
+/// `GET /matrices/{id}`.
+pub async fn get_matrix(
+    State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (m, bytes) = s
+        .peek(&id, &who)
+        .ok_or_else(|| ApiError::NotFound(id.clone()))?;
+    let ready: Vec<Value> = m.all_ready().iter().map(|r| ready_json(r)).collect();
+    Ok(Json(json!({
+        "id": m.id,
+        "matrix": matrix_json(&m),
+        "features": features_json(&m.features),
+        "bytes": { "host": m.host_bytes(), "total": bytes },
+        "uploaded": ready,
+    })))
+}
+
+/// `DELETE /matrices/{id}`.
+pub async fn delete_matrix(
+    State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if s.remove(&id, &who) {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(id))
+    }
+}

@@ -1,0 +1,132 @@
+//! The HTTP handlers, one module per resource: `matrices` (POST /matrices,
+//! GET and DELETE /matrices/{id}), `spmv` (POST /spmv), `predict` (POST
+//! /predict) and `ops` (health, readiness helpers, device, models, metrics,
+//! OpenAPI, request tracking and the fallbacks); here the helpers they share.
+
+mod matrices;
+mod ops;
+mod predict;
+mod spmv;
+
+pub use matrices::{delete_matrix, get_matrix, upload};
+pub use ops::{device, healthz, metrics, models, no_route, openapi, track, wrong_method};
+pub use predict::predict;
+pub use spmv::spmv;
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::input::XIn;
+use crate::input::{
+    body_kind, parse_estimate, parse_matrix_body, read_body, spmv_estimate, wants_binary, y_binary,
+    BodyKind, Precision, Query,
+};
+use crate::planner::{PlanView, Planned};
+use crate::request::{read_spmv, Source};
+use crate::state::{
+    cast_checked, device_bytes, execute_blocking, upload_blocking, AppState, Executed, Ready,
+    StoredMatrix, YVec,
+};
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde_json::{json, Value};
+use sparse::spmv::{compare, spmv_ref};
+use sparse::{Csr, Features, Scalar};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Runs CPU-bound request work off the async runtime.
+pub(crate) async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
+) -> Result<R, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("blocking task: {e}")))?
+}
+
+fn matrix_json(m: &StoredMatrix) -> Value {
+    json!({
+        "id": m.id,
+        "nrows": m.host.nrows(),
+        "ncols": m.host.ncols(),
+        "nnz": m.host.nnz(),
+    })
+}
+
+fn features_json(f: &Features) -> Value {
+    Value::Object(f.named().map(|(n, v)| (n.to_string(), json!(v))).collect())
+}
+
+/// Parses a matrix body off the runtime; returns the stored form (id, host copy, features)
+/// with the parse, feature and hash times.
+async fn parse_stored(
+    s: &AppState,
+    who: &Principal,
+    kind: BodyKind,
+    bytes: Bytes,
+) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
+    let limits = *s.limits();
+    let (s, who) = (s.clone(), who.clone());
+    blocking(move || {
+        let t = Instant::now();
+        let a = parse_matrix_body(&kind, &bytes, &limits)?;
+        drop(bytes);
+        let parse_ms = ms(t);
+        stored_from(&s, &who, a, parse_ms)
+    })
+    .await
+}
+
+fn stored_from(
+    s: &AppState,
+    who: &Principal,
+    a: Csr<f64>,
+    parse_ms: f64,
+) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
+    let t = Instant::now();
+    let features = Features::of(&a);
+    let features_ms = ms(t);
+    let t = Instant::now();
+    let id = s.matrix_id(who, &a.content_hash());
+    let hash_ms = ms(t);
+    Ok((
+        StoredMatrix::new(id, who.owner().to_string(), a, features),
+        [parse_ms, features_ms, hash_ms],
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    s: &AppState,
+    who: &Principal,
+    route: &str,
+    m: &StoredMatrix,
+    planned: &Planned,
+    p: Precision,
+    kernel_ms: Option<f64>,
+    e2e_ms: f64,
+    status: u16,
+) -> store::RequestRecord {
+    if who.contribute {
+        s.keep_matrix(m);
+    }
+    store::RequestRecord {
+        route: route.into(),
+        matrix_hash: Some(m.id.clone()),
+        features: Some(store::FeatureVector::from_features(&m.features)),
+        plan: Some(planned.plan.clone()),
+        precision: Some(p),
+        device: s.device().name().map(str::to_string),
+        model: Some(planned.model.id.clone()),
+        kernel_ms,
+        e2e_ms: Some(e2e_ms),
+        status,
+    }
+}

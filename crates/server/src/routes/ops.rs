@@ -1,0 +1,129 @@
+//! Informational routes (health, device, models, metrics, OpenAPI), request
+//! tracking and the fallbacks for unknown routes and methods.
+
+use super::*;
+
+/// Counts every routed request in the metrics, logs it, and records failed
+/// matrix requests in the results database (successful ones are recorded by
+/// their handlers, with features and plan).
+pub async fn track(State(s): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let t0 = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16();
+    let secs = t0.elapsed().as_secs_f64();
+    s.metrics().request(&route, &method, status, secs);
+    tracing::debug!(%method, %route, status, ms = secs * 1e3, "request");
+    if status >= 400 && matches!(route.as_str(), "/predict" | "/matrices" | "/spmv") {
+        s.log_request(store::RequestRecord {
+            route,
+            matrix_hash: None,
+            features: None,
+            plan: None,
+            precision: None,
+            device: s.device().name().map(str::to_string),
+            model: None,
+            kernel_ms: None,
+            e2e_ms: Some(secs * 1e3),
+            status,
+        });
+    }
+    resp
+}
+
+/// A JSON 404 for unknown routes.
+pub async fn no_route(req: Request) -> ApiError {
+    ApiError::NoRoute(format!("{} {}", req.method(), req.uri().path()))
+}
+
+/// A JSON 405 for known routes with another method.
+pub async fn wrong_method(req: Request) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{} {}", req.method(), req.uri().path()))
+}
+
+/// `GET /healthz`.
+pub async fn healthz(State(s): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "device": s.device().available(),
+        "uptime_s": s.uptime_s(),
+    }))
+}
+
+/// `GET /device`.
+pub async fn device(State(s): State<AppState>) -> Json<Value> {
+    let d = s.device();
+    let (state, reason) = s.device_slot().state();
+    Json(match d.info() {
+        Some(i) => json!({
+            "available": true,
+            "name": i.name,
+            "vendor": i.vendor,
+            "platform": i.platform,
+            "kind": i.kind,
+            "driver": i.driver,
+            "version": i.version,
+            "compute_units": i.compute_units,
+            "global_mem_bytes": i.global_mem_bytes,
+            "max_alloc_bytes": i.max_alloc_bytes,
+            "local_mem_bytes": i.local_mem_bytes,
+            "max_work_group_size": i.max_work_group_size,
+            "fp64": i.fp64,
+            "state": state,
+            "state_reason": reason,
+            "generation": s.device_slot().generation(),
+            "copy_bandwidth": d.copy.as_ref().map(|c| json!({
+                "gbps": c.gbps, "bytes": c.bytes, "median_ms": c.median_ms,
+            })),
+        }),
+        None => json!({
+            "available": false,
+            "reason": d.unavailable,
+        }),
+    })
+}
+
+/// `GET /models`.
+pub async fn models(State(s): State<AppState>) -> Json<Value> {
+    let p = s.planner();
+    Json(json!({
+        "folder": p.folder(),
+        "found": p.found(),
+        "device": p.device(),
+        "in_use": {
+            "f32": p.used(Precision::F32),
+            "f64": p.used(Precision::F64),
+        },
+        "files": p.files(),
+    }))
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(s): State<AppState>) -> Response {
+    let text = s.metrics().render(s.gauges());
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json`.
+pub async fn openapi() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        crate::openapi::DOCUMENT,
+    )
+        .into_response()
+}

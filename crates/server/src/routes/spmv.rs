@@ -1,0 +1,382 @@
+//! `POST /spmv`: y = A x on the device, for an uploaded or an inline matrix.
+
+use super::*;
+
+/// Refuses (422, naming the first bad row) a y that JSON cannot carry: an
+/// overflow to infinity or a NaN (from infinity times zero) would come out as
+/// `null`. Binary y carries such values as they are.
+fn check_json_y(y: &YVec) -> Result<(), ApiError> {
+    fn first<T: Scalar>(y: &[T]) -> Option<(usize, f64)> {
+        y.iter()
+            .position(|v| !v.is_finite())
+            .map(|i| (i, y[i].to_f64()))
+    }
+    let bad = match y {
+        YVec::F32(y) => first(y),
+        YVec::F64(y) => first(y),
+        YVec::Bytes(_) => None,
+    };
+    match bad {
+        Some((row, v)) => Err(ApiError::NonFiniteResult {
+            row,
+            value: format!("{v:?}"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// How y compares with the reference SpMV.
+fn verify_y(a: &Csr<f64>, x: &[f64], y: &YVec) -> Result<Value, ApiError> {
+    fn typed<T: Scalar>(a: &Csr<f64>, x: &[f64], y: &[T]) -> Result<Value, ApiError> {
+        let at = a.cast::<T>();
+        let xt: Vec<T> = x.iter().map(|&v| T::from_f64(v)).collect();
+        let r = spmv_ref(&at, &xt)?;
+        let c = compare(&at, &xt, y, &r);
+        Ok(json!({
+            "ok": c.ok(),
+            "max_rel_err": c.max_rel_err,
+            "worst_bound_ratio": c.worst_bound_ratio,
+            "worst_row": c.worst_row,
+            "reference": "sparse::spmv::spmv_ref",
+        }))
+    }
+    match y {
+        YVec::F32(y) => typed::<f32>(a, x, y),
+        YVec::F64(y) => typed::<f64>(a, x, y),
+        YVec::Bytes(_) => Err(ApiError::internal("y was encoded before verification")),
+    }
+}
+
+/// y = A x for an uploaded matrix, uploading it first when it is not on the
+/// device (first use, or its buffers were dropped by a device fault). When
+/// the engine is rebuilt between the upload and the run, it is uploaded to the
+/// new engine and run once more. Returns the plan, the result and the set-up
+/// time when this call uploaded it.
+async fn execute_cached(
+    s: &AppState,
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+    x: &Arc<XIn>,
+    bytes_y: bool,
+) -> Result<(Planned, Executed, Option<f64>), ApiError> {
+    let mut retried = false;
+    loop {
+        let (ready, created) = s.ensure_ready(m, p).await?;
+        let (r2, x2) = (ready.clone(), x.clone());
+        let run = s
+            .on_device_at(Some(ready.generation), move |e, _| {
+                execute_blocking(e, &r2.buffers, &x2, bytes_y)
+            })
+            .await;
+        match run {
+            Ok(exec) => {
+                return Ok((
+                    ready.planned.clone(),
+                    exec,
+                    created.then_some(ready.setup_ms),
+                ))
+            }
+            Err(ApiError::Recovering { .. }) if !retried && s.device_slot().is_up() => {
+                retried = true;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `POST /spmv`: y = A x on the device.
+pub async fn spmv(
+    State(s): State<AppState>,
+    Extension(who): Extension<Principal>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let q = Query::parse(q.as_deref(), &["precision", "verify", "matrix_id"])?;
+    let (req, mut held) = read_spmv(&s, q, &headers, body).await?;
+    let read_ms = ms(t0);
+    let p = req.precision;
+    let x = Arc::new(req.x);
+    let (m, cached) = spmv_matrix(&s, &who, req.source).await?;
+    // x and y, and for a matrix used for this call only its device buffers
+    // (host memory on a CPU device), count against the memory budget.
+    let once = if cached { 0 } else { device_bytes(&m.host, p) };
+    let binary_y = wants_binary(&headers);
+    let bytes_y = binary_y && !req.verify;
+    held.grow_by(spmv_estimate(m.host.nrows(), m.host.ncols(), binary_y) + once)
+        .await?;
+    check_x(&s, &x, &m, p).await?;
+    s.check_device_fit(&m.host, p)?;
+    let (planned, exec, setup_ms) = if cached {
+        execute_cached(&s, &m, p, &x, bytes_y).await?
+    } else {
+        execute_once(&s, &m, p, &x, bytes_y).await?
+    };
+    let kernel_ms = exec.timings.kernel_ms();
+    s.metrics()
+        .spmv(p.name(), kernel_ms * 1e-3, exec.timings.wall_ms() * 1e-3);
+    let (verify, y) = if req.verify {
+        let (v, y) = verify_on_host(&m, p, &x, exec.y).await?;
+        (Some(v), y)
+    } else {
+        (None, exec.y)
+    };
+    if !binary_y {
+        check_json_y(&y)?;
+    }
+    let server_ms = ms(t0);
+    s.log_request(record(
+        &s,
+        &who,
+        "/spmv",
+        &m,
+        &planned,
+        p,
+        Some(kernel_ms),
+        server_ms,
+        200,
+    ));
+    let done = SpmvDone {
+        m,
+        cached,
+        p,
+        planned,
+        timings: exec.timings,
+        launches: exec.launches,
+        setup_ms,
+        read_ms,
+        server_ms,
+        verify,
+    };
+    if binary_y {
+        binary_answer(done, y).await
+    } else {
+        json_answer(done, y).await
+    }
+}
+
+/// The matrix of an /spmv request: an uploaded one, an inline one already
+/// uploaded (same content hash), or an inline one for this call only; and
+/// whether it is in the cache.
+async fn spmv_matrix(
+    s: &AppState,
+    who: &Principal,
+    source: Source,
+) -> Result<(Arc<StoredMatrix>, bool), ApiError> {
+    Ok(match source {
+        Source::Id(id) => (s.cached(&id, who)?, true),
+        Source::Inline(a) => {
+            let (s2, who2) = (s.clone(), who.clone());
+            let (m, _) = blocking(move || stored_from(&s2, &who2, a, 0.0)).await?;
+            match s.try_cached(&m.id, who) {
+                Some(c) => (c, true),
+                None => (Arc::new(m), false),
+            }
+        }
+    })
+}
+
+/// x's length, and without a device its values too (a 4xx rather than the 503
+/// that follows); with one, the conversion on the device worker checks the
+/// values once, on the way into the staging buffer.
+async fn check_x(
+    s: &AppState,
+    x: &Arc<XIn>,
+    m: &StoredMatrix,
+    p: Precision,
+) -> Result<(), ApiError> {
+    let ncols = m.host.ncols();
+    if x.len() != ncols {
+        return Err(ApiError::XLength {
+            expected: ncols,
+            found: x.len(),
+        });
+    }
+    if s.device().available() {
+        return Ok(());
+    }
+    let x2 = x.clone();
+    blocking(move || match p {
+        Precision::F32 => x2.fill(&mut vec![0f32; ncols]),
+        Precision::F64 => x2.fill(&mut vec![0f64; ncols]),
+    })
+    .await?;
+    let why = s.device().unavailable.clone().unwrap_or_default();
+    Err(ApiError::NoDevice(why))
+}
+
+/// Plans, uploads and runs a matrix used for this call only (never tuned: it
+/// is multiplied once).
+async fn execute_once(
+    s: &AppState,
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+    x: &Arc<XIn>,
+    bytes_y: bool,
+) -> Result<(Planned, Executed, Option<f64>), ApiError> {
+    let t = Instant::now();
+    let (s2, m2) = (s.clone(), m.clone());
+    let planned = blocking(move || Ok(s2.plan(&m2, p, false))).await?;
+    let (m2, x2, pl2) = (m.clone(), x.clone(), planned.clone());
+    let exec: Executed = s
+        .on_device(move |e| {
+            let b = upload_blocking(e, &m2.host, p, &pl2)?;
+            execute_blocking(e, &b, &x2, bytes_y)
+        })
+        .await?;
+    let setup = ms(t) - exec.timings.wall_ms();
+    Ok((planned, exec, Some(setup)))
+}
+
+/// Compares y with the reference SpMV on the host (off the runtime).
+async fn verify_on_host(
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+    x: &Arc<XIn>,
+    y: YVec,
+) -> Result<(Value, YVec), ApiError> {
+    let (m2, x2) = (m.clone(), x.clone());
+    let (v, y) = blocking(move || {
+        let v = verify_y(&m2.host, &x2.to_values(), &y)?;
+        Ok((v, y))
+    })
+    .await?;
+    if v["ok"] != json!(true) {
+        tracing::error!(id = %m.id, precision = %p, report = %v, "device y differs from the reference SpMV");
+    }
+    Ok((v, y))
+}
+
+/// What an /spmv answer reports besides y.
+struct SpmvDone {
+    m: Arc<StoredMatrix>,
+    cached: bool,
+    p: Precision,
+    planned: Planned,
+    timings: engine::Timings,
+    launches: usize,
+    setup_ms: Option<f64>,
+    read_ms: f64,
+    server_ms: f64,
+    verify: Option<Value>,
+}
+
+impl SpmvDone {
+    fn min_bytes(&self) -> u64 {
+        let h = &self.m.host;
+        engine::min_bytes(h.nrows(), h.ncols(), h.nnz(), self.p.bytes())
+    }
+
+    fn gbps(&self) -> f64 {
+        if self.timings.kernel_ns > 0 {
+            self.min_bytes() as f64 / self.timings.kernel_ns as f64
+        } else {
+            0.0
+        }
+    }
+}
+
+/// y as little-endian bytes, the rest in `x-*` headers.
+async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
+    let bytes = match y {
+        YVec::Bytes(b) => b,
+        y => {
+            blocking(move || {
+                Ok(match &y {
+                    YVec::F32(y) => y_binary(y),
+                    YVec::F64(y) => y_binary(y),
+                    YVec::Bytes(b) => b.clone(),
+                })
+            })
+            .await?
+        }
+    };
+    let mut resp = (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        )],
+        bytes,
+    )
+        .into_response();
+    let h = resp.headers_mut();
+    let mut put = |k: &'static str, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(k, v);
+        }
+    };
+    let t = &d.timings;
+    put("x-matrix-id", d.m.id.clone());
+    put("x-precision", d.p.name().into());
+    put("x-kernel-ms", t.kernel_ms().to_string());
+    put("x-device-ms", t.wall_ms().to_string());
+    put("x-upload-x-ms", t.upload_x_ms().to_string());
+    put("x-download-y-ms", t.download_y_ms().to_string());
+    put("x-server-ms", d.server_ms.to_string());
+    put("x-read-ms", d.read_ms.to_string());
+    put("x-gbps", d.gbps().to_string());
+    put("x-plan-scheme", d.planned.plan.scheme.to_string());
+    put("x-model", d.planned.model.id.clone());
+    if let Some(t) = &d.planned.tuning {
+        put("x-tuned", t.chosen.clone());
+    }
+    put("x-model-match", d.planned.model.match_level.as_str().into());
+    if let Some(v) = &d.verify {
+        put("x-verified", v["ok"].to_string());
+    }
+    Ok(resp)
+}
+
+/// The JSON answer, built off the runtime (y can be large): y is written
+/// straight from its array after the other fields, with no JSON value per element.
+async fn json_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
+    let t = &d.timings;
+    let head = json!({
+        "matrix_id": d.m.id,
+        "matrix": matrix_json(&d.m),
+        "precision": d.p.name(),
+        "uploaded": d.cached,
+        "plan": PlanView::of(&d.planned.plan, &d.planned.binning),
+        "model": &d.planned.model,
+        "tuning": &d.planned.tuning,
+        "launches": d.launches,
+        "timings_ms": {
+            "kernel": t.kernel_ms(),
+            "upload_x": t.upload_x_ms(), "download_y": t.download_y_ms(),
+            "device": t.wall_ms(),
+            "setup": d.setup_ms,
+            "read": d.read_ms,
+            "server": d.server_ms,
+        },
+        "gbps": d.gbps(),
+        "min_bytes": d.min_bytes(),
+        "verify": d.verify,
+    });
+    let body = blocking(move || {
+        let mut out = serde_json::to_vec(&head).map_err(ApiError::internal)?;
+        out.pop(); // the object's closing brace
+        out.extend_from_slice(b",\"y\":");
+        match &y {
+            YVec::F32(y) => serde_json::to_writer(&mut out, y),
+            YVec::F64(y) => serde_json::to_writer(&mut out, y),
+            YVec::Bytes(_) => {
+                return Err(ApiError::internal(
+                    "y was encoded as bytes for a JSON answer",
+                ))
+            }
+        }
+        .map_err(ApiError::internal)?;
+        out.push(b'}');
+        Ok(out)
+    })
+    .await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}

@@ -285,14 +285,16 @@ impl Ctx<'_> {
     ) -> Result<(TimeStats, f64, bool)> {
         let (y, t) = self.engine.execute(m, pp, x)?;
         let c = compare(a, x, &y, y_ref);
-        let first = t.kernel_ms().max(1e-3);
-        let reps = ((self.args.budget_ms / first) as usize).clamp(1, self.args.reps.max(1));
-        let warm = if first * (self.args.warmup as f64) > self.args.budget_ms {
-            0
-        } else {
-            self.args.warmup.saturating_sub(1)
+        // The checked call above was the first warm-up.
+        let policy = engine::TimingPolicy {
+            warmup: self.args.warmup.saturating_sub(1),
+            min_reps: 1,
+            max_reps: self.args.reps,
+            target_ms: self.args.budget_ms,
         };
-        let st = self.engine.time(m, pp, x, warm, reps)?;
+        let st = self
+            .engine
+            .measure(m, pp, x, &policy, t.kernel_ms().max(1e-3))?;
         Ok((st, c.worst_bound_ratio, c.ok()))
     }
 

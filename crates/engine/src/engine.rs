@@ -57,6 +57,44 @@ impl Timings {
     }
 }
 
+/// How a prepared plan is timed ([`Engine::measure`]): the one policy `spmv
+/// bench`, the trainer's labelling and the service's upload tuning share.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingPolicy {
+    /// Untimed calls before the timed ones (skipped when they alone would take
+    /// longer than `target_ms`: the caller's estimate run has warmed up already).
+    pub warmup: usize,
+    /// Fewest timed repetitions.
+    pub min_reps: usize,
+    /// Most timed repetitions.
+    pub max_reps: usize,
+    /// Aim for about this much kernel time per measurement (ms), within the bounds.
+    pub target_ms: f64,
+}
+
+impl TimingPolicy {
+    /// Timed repetitions for a call estimated at `estimate_ms`.
+    pub fn reps_for(&self, estimate_ms: f64) -> usize {
+        let (lo, hi) = (
+            self.min_reps.max(1),
+            self.max_reps.max(self.min_reps).max(1),
+        );
+        if !estimate_ms.is_finite() || estimate_ms <= 0.0 {
+            return hi;
+        }
+        ((self.target_ms / estimate_ms).ceil() as usize).clamp(lo, hi)
+    }
+
+    /// Warm-up calls for a call estimated at `estimate_ms`.
+    pub fn warmup_for(&self, estimate_ms: f64) -> usize {
+        if estimate_ms * self.warmup as f64 > self.target_ms {
+            0
+        } else {
+            self.warmup
+        }
+    }
+}
+
 /// Repeated measurements of a prepared plan (kernel time from profiling events).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimeStats {
@@ -657,6 +695,26 @@ impl Engine {
         Ok(TimeStats::from_samples(kern, wall))
     }
 
+    /// Times a prepared plan under `policy`, given an estimate of one call (ms,
+    /// typically the caller's first run): warm-up and repetitions sized by the
+    /// policy ([`TimingPolicy::reps_for`], [`TimingPolicy::warmup_for`]).
+    pub fn measure<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x: &[T],
+        policy: &TimingPolicy,
+        estimate_ms: f64,
+    ) -> Result<TimeStats> {
+        self.time(
+            m,
+            pp,
+            x,
+            policy.warmup_for(estimate_ms),
+            policy.reps_for(estimate_ms),
+        )
+    }
+
     /// Times `kernel` on bin `bin` of `binning` alone (what the trainer measures).
     #[allow(clippy::too_many_arguments)]
     pub fn time_bin<T: DeviceScalar>(
@@ -744,5 +802,37 @@ impl Engine {
     /// Bins a matrix (host side) under `scheme`: a shortcut for `Binning::new`.
     pub fn binning<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, scheme: Scheme) -> Binning {
         Binning::new(&m.row_ptr_host, scheme)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TimingPolicy;
+
+    #[test]
+    fn the_timing_policy_sizes_repetitions_and_warm_up_from_the_estimate() {
+        let p = TimingPolicy {
+            warmup: 2,
+            min_reps: 3,
+            max_reps: 25,
+            target_ms: 4.0,
+        };
+        assert_eq!(p.reps_for(1.0), 4);
+        assert_eq!(p.reps_for(0.001), 25, "cheap calls: the most repetitions");
+        assert_eq!(p.reps_for(100.0), 3, "costly calls: the fewest");
+        assert_eq!(p.reps_for(0.0), 25, "no estimate: the most");
+        assert_eq!(p.reps_for(f64::NAN), 25);
+        assert_eq!(p.warmup_for(1.0), 2);
+        assert_eq!(
+            p.warmup_for(3.0),
+            0,
+            "a warm-up longer than the target is skipped"
+        );
+        let lax = TimingPolicy {
+            min_reps: 0,
+            max_reps: 0,
+            ..p
+        };
+        assert_eq!(lax.reps_for(1.0), 1, "at least one repetition");
     }
 }

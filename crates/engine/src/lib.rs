@@ -31,7 +31,7 @@ pub mod prepared;
 pub use build::ProgramStats;
 pub use config::{default_cache_dir, EngineConfig, ReductionPath, WarpShuffle};
 pub use device::{DeviceInfo, DEVICE_ENV};
-pub use engine::{CopyBandwidth, Engine, TimeStats, Timings};
+pub use engine::{CopyBandwidth, Engine, TimeStats, TimingPolicy, Timings};
 pub use error::{EngineError, Result};
 pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, PARAMS_ENV};
 pub use matrix::{min_bytes, DeviceMatrix};

@@ -185,12 +185,14 @@ impl Labeller<'_> {
             .await?)
     }
 
-    fn reps_for(&self, estimate_ms: f64) -> usize {
-        if estimate_ms <= 0.0 {
-            return self.opts.max_reps;
+    /// The engine's timing policy with these options.
+    fn policy(&self) -> engine::TimingPolicy {
+        engine::TimingPolicy {
+            warmup: self.opts.warmup,
+            min_reps: self.opts.min_reps,
+            max_reps: self.opts.max_reps,
+            target_ms: self.opts.target_ms,
         }
-        ((self.opts.target_ms / estimate_ms).ceil() as usize)
-            .clamp(self.opts.min_reps, self.opts.max_reps)
     }
 
     /// Labels one matrix in precision `T`: times what the database lacks, stores
@@ -358,7 +360,7 @@ impl Labeller<'_> {
         }
         let st = self
             .engine
-            .time(dm, &pp, x, self.opts.warmup, self.reps_for(first.median_ms))?;
+            .measure(dm, &pp, x, &self.policy(), first.median_ms)?;
         Ok((st.median_ms, st.spread * st.median_ms, st.reps as u32))
     }
 
@@ -394,9 +396,7 @@ impl Labeller<'_> {
             .engine
             .prepare_binned(dm, binning, plan, LaunchMode::default())?;
         let est = self.engine.time(dm, &pp, x, 0, 1)?.median_ms;
-        Ok(self
-            .engine
-            .time(dm, &pp, x, self.opts.warmup, self.reps_for(est))?)
+        Ok(self.engine.measure(dm, &pp, x, &self.policy(), est)?)
     }
 
     /// Times a given plan as a whole, now, and stores it under its plan key when

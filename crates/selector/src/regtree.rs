@@ -3,6 +3,7 @@
 //! deterministic: rows are ordered by (value, row index), and among equally good
 //! splits the lowest feature and then the lowest cut wins.
 
+use crate::tree::{check_feature, Links};
 use serde::{Deserialize, Serialize};
 
 /// One node of a regression tree. Decisions: go left when `value < cut`.
@@ -150,7 +151,7 @@ impl RegTree {
         if self.nodes.is_empty() {
             return Err("a regression tree has no nodes".into());
         }
-        let mut parents = vec![0usize; self.nodes.len()];
+        let mut links = Links::new(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
             match n {
                 RegNode::Split {
@@ -159,20 +160,11 @@ impl RegTree {
                     left,
                     right,
                 } => {
-                    if *feature >= n_features {
-                        return Err(format!(
-                            "node {i} splits on feature {feature}, the layout has {n_features}"
-                        ));
-                    }
+                    check_feature(i, *feature, n_features)?;
                     if !cut.is_finite() {
                         return Err(format!("node {i} has cut {cut}"));
                     }
-                    for c in [*left, *right] {
-                        if c <= i || c >= self.nodes.len() {
-                            return Err(format!("node {i} has child {c} out of order or range"));
-                        }
-                        parents[c] += 1;
-                    }
+                    links.add(i, [*left, *right])?;
                 }
                 RegNode::Leaf { value, .. } => {
                     if !value.is_finite() {
@@ -181,10 +173,7 @@ impl RegTree {
                 }
             }
         }
-        match (1..self.nodes.len()).find(|&i| parents[i] != 1) {
-            Some(i) => Err(format!("node {i} has {} parents, 1 expected", parents[i])),
-            None => Ok(()),
-        }
+        links.finish()
     }
 
     /// Number of leaves.

@@ -81,7 +81,7 @@ impl Tree {
         if self.nodes.is_empty() {
             return Err("a tree has no nodes".into());
         }
-        let mut parents = vec![0usize; self.nodes.len()];
+        let mut links = Links::new(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
             match n {
                 Node::Split {
@@ -91,20 +91,11 @@ impl Tree {
                     right,
                     ..
                 } => {
-                    if *feature >= n_features {
-                        return Err(format!(
-                            "node {i} splits on feature {feature}, the layout has {n_features}"
-                        ));
-                    }
+                    check_feature(i, *feature, n_features)?;
                     if cut.is_nan() {
                         return Err(format!("node {i} has a NaN cut"));
                     }
-                    for c in [*left, *right] {
-                        if c <= i || c >= self.nodes.len() {
-                            return Err(format!("node {i} has child {c} out of order or range"));
-                        }
-                        parents[c] += 1;
-                    }
+                    links.add(i, [*left, *right])?;
                 }
                 Node::Leaf { class } => {
                     if *class >= n_classes {
@@ -115,10 +106,7 @@ impl Tree {
                 }
             }
         }
-        if let Some(i) = (1..self.nodes.len()).find(|&i| parents[i] != 1) {
-            return Err(format!("node {i} has {} parents, 1 expected", parents[i]));
-        }
-        Ok(())
+        links.finish()
     }
 
     /// Replaces every split whose subtrees all predict one class by a leaf, and
@@ -189,6 +177,53 @@ impl Tree {
         }
         max
     }
+}
+
+/// The links of a tree stored as a node list (shared by the classification and
+/// regression trees' checks): each child after its parent and inside the list,
+/// every node but the root reached exactly once.
+pub(crate) struct Links {
+    parents: Vec<usize>,
+}
+
+impl Links {
+    pub(crate) fn new(len: usize) -> Links {
+        Links {
+            parents: vec![0; len],
+        }
+    }
+
+    /// Records the children of split node `i`.
+    pub(crate) fn add(&mut self, i: usize, children: [usize; 2]) -> Result<(), String> {
+        for c in children {
+            if c <= i || c >= self.parents.len() {
+                return Err(format!("node {i} has child {c} out of order or range"));
+            }
+            self.parents[c] += 1;
+        }
+        Ok(())
+    }
+
+    /// Checks that every node but the root has exactly one parent.
+    pub(crate) fn finish(self) -> Result<(), String> {
+        match (1..self.parents.len()).find(|&i| self.parents[i] != 1) {
+            Some(i) => Err(format!(
+                "node {i} has {} parents, 1 expected",
+                self.parents[i]
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A split's feature index against the layout's length.
+pub(crate) fn check_feature(i: usize, feature: usize, n_features: usize) -> Result<(), String> {
+    if feature >= n_features {
+        return Err(format!(
+            "node {i} splits on feature {feature}, the layout has {n_features}"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -545,20 +545,6 @@ fn fill_values<T: Scalar>(
     Ok(())
 }
 
-/// Converts x to the working precision, checking its length and that every value
-/// is finite in that precision.
-pub fn x_in<T: Scalar>(x: &[f64], ncols: usize) -> Result<Vec<T>, ApiError> {
-    if x.len() != ncols {
-        return Err(ApiError::XLength {
-            expected: ncols,
-            found: x.len(),
-        });
-    }
-    let mut out = vec![T::zero(); x.len()];
-    x_into(x, &mut out)?;
-    Ok(out)
-}
-
 /// Converts x into `out` (the device's pinned staging buffer on the request
 /// path), checking its length and that every value is finite in `T`.
 pub fn x_into<T: Scalar>(x: &[f64], out: &mut [T]) -> Result<(), ApiError> {
@@ -735,7 +721,7 @@ mod tests {
         let b = y_binary(&y);
         assert_eq!(parse_x_binary(&b, Precision::F32).unwrap(), vec![1.5, -2.0]);
         assert!(parse_x_binary(&b[..7], Precision::F32).is_err());
-        let e = x_in::<f32>(&[1e300], 1).unwrap_err();
+        let e = x_into::<f32>(&[1e300], &mut [0f32; 1]).unwrap_err();
         assert!(e.to_string().contains("not finite in f32"), "{e}");
     }
 

@@ -15,18 +15,7 @@ const CT: &str = CONTENT_TYPE;
 /// The binary y of a response, in its precision.
 fn y_binary(r: &Resp, precision: &str) -> Vec<f64> {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    match precision {
-        "f32" => r
-            .body
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        _ => r
-            .body
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-    }
+    server::input::parse_x_binary(&r.body, precision.parse().unwrap()).unwrap()
 }
 
 #[tokio::test]

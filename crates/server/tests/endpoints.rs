@@ -160,18 +160,7 @@ async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         assert_eq!(r.headers["content-type"], "application/octet-stream");
         assert_eq!(r.headers["x-matrix-id"], id.as_str());
-        let y: Vec<f64> = match p {
-            "f32" => r
-                .body
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-                .collect(),
-            _ => r
-                .body
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        };
+        let y = server::input::parse_x_binary(&r.body, p.parse().unwrap()).unwrap();
         assert_eq!(y.len(), 500);
         check_by_precision(p, &a, &x, &y);
     }

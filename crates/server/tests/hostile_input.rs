@@ -348,11 +348,7 @@ async fn results_json_cannot_carry_are_422_naming_the_row() {
         .unwrap();
     let r = send(&app, req).await;
     assert_eq!(r.status, 200);
-    let y: Vec<f64> = r
-        .body
-        .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let y = server::input::parse_x_binary(&r.body, server::input::Precision::F64).unwrap();
     assert_eq!(y[0], 1e10);
     assert_eq!(y[1], f64::INFINITY);
     assert!(y[2].is_infinite() || y[2].is_nan(), "{}", y[2]);

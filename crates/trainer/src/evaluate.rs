@@ -145,45 +145,76 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
             best_ms[i] = best_ms[i].min(t);
         }
     }
-    let predicted_ms = best_ms[0];
-    let mut oracle_ms = best_ms[1];
     let singles: Vec<(KernelId, f64)> = KernelId::all()
         .into_iter()
         .zip(best_ms[2..2 + KernelId::all().len()].iter().copied())
         .collect();
-    let rule_ms = *best_ms.last().expect("the rule plan");
+    Ok(assemble(Measured {
+        name,
+        source,
+        dims: (a.nrows(), a.ncols(), a.nnz()),
+        overhead_ms,
+        labels,
+        plan: &pred.plan,
+        predicted_ms: best_ms[0],
+        oracle: (oracle_scheme, best_ms[1]),
+        singles,
+        rule_ms: *best_ms.last().expect("the rule plan"),
+        timing: "timed",
+    }))
+}
+
+/// What one evaluation measured of a matrix; [`assemble`] makes the row.
+struct Measured<'a> {
+    name: &'a str,
+    source: &'a str,
+    /// Rows, columns, nonzeros.
+    dims: (usize, usize, usize),
+    overhead_ms: f64,
+    labels: &'a MatrixLabels,
+    /// The model's plan.
+    plan: &'a Plan,
+    predicted_ms: f64,
+    /// The oracle's scheme and time (lowered below to any faster candidate).
+    oracle: (Scheme, f64),
+    /// Each kernel alone over the whole matrix.
+    singles: Vec<(KernelId, f64)>,
+    rule_ms: f64,
+    timing: &'static str,
+}
+
+/// The row of a matrix from its measurements: best and worst single kernels,
+/// the oracle lowered to any faster candidate, stage-2 hits.
+fn assemble(m: Measured<'_>) -> EvalRow {
     let single = |k: KernelId| {
-        singles
+        m.singles
             .iter()
-            .find(|(kk, _)| *kk == k)
+            .find(|s| s.0 == k)
             .map_or(f64::NAN, |s| s.1)
     };
-    let best = singles
-        .iter()
-        .copied()
+    let finite = m.singles.iter().copied().filter(|s| s.1.is_finite());
+    let best = finite
+        .clone()
         .min_by(|a, b| a.1.total_cmp(&b.1))
-        .expect("kernels");
-    let worst = singles
-        .iter()
-        .copied()
+        .unwrap_or((KernelId::Serial, f64::NAN));
+    let worst = finite
         .max_by(|a, b| a.1.total_cmp(&b.1))
-        .expect("kernels");
-    for t in [predicted_ms, best.1, rule_ms] {
-        if t > 0.0 {
-            oracle_ms = oracle_ms.min(t);
-        }
-    }
-    let (hits, bins) = stage2_hits(labels, &pred.plan);
-    Ok(EvalRow {
-        matrix: name.to_string(),
-        source: source.to_string(),
-        nrows: a.nrows(),
-        ncols: a.ncols(),
-        nnz: a.nnz(),
-        overhead_ms,
-        predicted_scheme: pred.plan.scheme,
-        predicted_ms,
-        oracle_scheme,
+        .unwrap_or((KernelId::Serial, f64::NAN));
+    let oracle_ms = [m.predicted_ms, best.1, m.rule_ms]
+        .into_iter()
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .fold(m.oracle.1, f64::min);
+    let (hits, bins) = stage2_hits(m.labels, m.plan);
+    EvalRow {
+        matrix: m.name.to_string(),
+        source: m.source.to_string(),
+        nrows: m.dims.0,
+        ncols: m.dims.1,
+        nnz: m.dims.2,
+        overhead_ms: m.overhead_ms,
+        predicted_scheme: m.plan.scheme,
+        predicted_ms: m.predicted_ms,
+        oracle_scheme: m.oracle.0,
         oracle_ms,
         best_single: best.0,
         best_single_ms: best.1,
@@ -192,14 +223,14 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
         serial_ms: single(KernelId::Serial),
         vector_ms: single(KernelId::Vector),
         csr_adaptive_ms: single(KernelId::CsrAdaptive),
-        rule_ms,
+        rule_ms: m.rule_ms,
         stage2_hits: hits,
         stage2_bins: bins,
         bound_ms: f64::NAN,
         cusparse_ms: f64::NAN,
         cusparse_cupy_ms: f64::NAN,
-        timing: "timed",
-    })
+        timing: m.timing,
+    }
 }
 
 /// Stage-2 choices of `plan` equal to the best kernel of their bin, and bins with labels.
@@ -259,48 +290,19 @@ pub fn evaluate_stored<T: sparse::Scalar>(
             (k, t)
         })
         .collect();
-    let single = |k: KernelId| singles.iter().find(|s| s.0 == k).map_or(f64::NAN, |s| s.1);
-    let finite = singles.iter().copied().filter(|s| s.1.is_finite());
-    let best = finite
-        .clone()
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or((KernelId::Serial, f64::NAN));
-    let worst = finite
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or((KernelId::Serial, f64::NAN));
-    let predicted_ms = time_of(&pred.plan);
-    let rule_ms = time_of(&selector::rule_plan_for(class, &features, a.row_ptr()));
-    let oracle_ms = [predicted_ms, best.1, rule_ms]
-        .into_iter()
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .fold(oracle, f64::min);
-    let (hits, bins) = stage2_hits(labels, &pred.plan);
-    Ok(EvalRow {
-        matrix: name.to_string(),
-        source: source.to_string(),
-        nrows: a.nrows(),
-        ncols: a.ncols(),
-        nnz: a.nnz(),
+    Ok(assemble(Measured {
+        name,
+        source,
+        dims: (a.nrows(), a.ncols(), a.nnz()),
         overhead_ms,
-        predicted_scheme: pred.plan.scheme,
-        predicted_ms,
-        oracle_scheme,
-        oracle_ms,
-        best_single: best.0,
-        best_single_ms: best.1,
-        worst_single: worst.0,
-        worst_single_ms: worst.1,
-        serial_ms: single(KernelId::Serial),
-        vector_ms: single(KernelId::Vector),
-        csr_adaptive_ms: single(KernelId::CsrAdaptive),
-        rule_ms,
-        stage2_hits: hits,
-        stage2_bins: bins,
-        bound_ms: f64::NAN,
-        cusparse_ms: f64::NAN,
-        cusparse_cupy_ms: f64::NAN,
+        labels,
+        plan: &pred.plan,
+        predicted_ms: time_of(&pred.plan),
+        oracle: (oracle_scheme, oracle),
+        singles,
+        rule_ms: time_of(&selector::rule_plan_for(class, &features, a.row_ptr())),
         timing: "stored",
-    })
+    }))
 }
 
 fn geomean(v: impl Iterator<Item = f64>) -> f64 {

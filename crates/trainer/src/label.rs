@@ -281,14 +281,7 @@ impl Labeller<'_> {
                     best = best.min(t);
                     times.push((k, t));
                 }
-                let (bk, bt) = times
-                    .iter()
-                    .copied()
-                    .min_by(|a, b| a.1.total_cmp(&b.1))
-                    .expect("at least one kernel");
-                bins_sum += bt;
-                plan.kernels.push((bin, bk));
-                out.bins.insert((scheme, bin), times);
+                bins_sum += keep_bin(&mut out, &mut plan, bin, times);
             }
             if plan.kernels.is_empty() {
                 continue;
@@ -475,14 +468,7 @@ pub async fn labels_from_store(
                 };
                 times.push((k, t));
             }
-            let (bk, bt) = times
-                .iter()
-                .copied()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .expect("at least one kernel");
-            bins_sum += bt;
-            plan.kernels.push((bin, bk));
-            out.bins.insert((scheme, bin), times);
+            bins_sum += keep_bin(&mut out, &mut plan, bin, times);
         }
         if plan.kernels.is_empty() {
             continue;
@@ -519,4 +505,22 @@ pub async fn stored_plan_times(
             Target::Bin { .. } => None,
         })
         .collect())
+}
+
+/// Keeps a bin's kernel times in `out` and gives the bin its fastest kernel in
+/// `plan`; returns that kernel's time.
+fn keep_bin(
+    out: &mut MatrixLabels,
+    plan: &mut Plan,
+    bin: usize,
+    times: Vec<(KernelId, f64)>,
+) -> f64 {
+    let (bk, bt) = times
+        .iter()
+        .copied()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("at least one kernel");
+    plan.kernels.push((bin, bk));
+    out.bins.insert((plan.scheme, bin), times);
+    bt
 }

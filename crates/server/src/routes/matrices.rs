@@ -23,11 +23,9 @@ pub async fn upload(
     let t0 = Instant::now();
     let q = Query::parse(q.as_deref(), &["precision"])?;
     let p = q.precision.unwrap_or(Precision::DEFAULT);
-    let (bytes, mut held) = read_body(body, &headers, s.limits(), s.budget()).await?;
-    let kind = body_kind(&headers, &bytes)?;
-    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
-        .await?;
-    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
+    // The reservation is held until the answer is built.
+    let (m, [parse_ms, features_ms, hash_ms], _held) =
+        read_matrix(&s, &who, &headers, body).await?;
     // Refuse early, before any device work, what can never fit the cache.
     let need = m.host_bytes() + device_bytes(&m.host, p);
     let cap = s.config().cache_bytes as u64;

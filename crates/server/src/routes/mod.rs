@@ -64,6 +64,23 @@ fn features_json(f: &Features) -> Value {
     Value::Object(f.named().map(|(n, v)| (n.to_string(), json!(v))).collect())
 }
 
+/// Reads a matrix body (its bytes and their parse reserved in the memory budget)
+/// and parses it: the stored form, the parse, feature and hash times, and the
+/// reservation, which the caller holds until its answer is built.
+async fn read_matrix(
+    s: &AppState,
+    who: &Principal,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(StoredMatrix, [f64; 3], crate::budget::Reservation), ApiError> {
+    let (bytes, mut held) = read_body(body, headers, s.limits(), s.budget()).await?;
+    let kind = body_kind(headers, &bytes)?;
+    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
+        .await?;
+    let (m, times) = parse_stored(s, who, kind, bytes).await?;
+    Ok((m, times, held))
+}
+
 /// Parses a matrix body off the runtime; returns the stored form (id, host copy, features)
 /// with the parse, feature and hash times.
 async fn parse_stored(

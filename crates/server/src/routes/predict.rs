@@ -14,11 +14,9 @@ pub async fn predict(
     let q = Query::parse(q.as_deref(), &["explain", "precision"])?;
     let p = q.precision.unwrap_or(Precision::DEFAULT);
     let explain = q.explain.unwrap_or(false);
-    let (bytes, mut held) = read_body(body, &headers, s.limits(), s.budget()).await?;
-    let kind = body_kind(&headers, &bytes)?;
-    held.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, s.limits()))
-        .await?;
-    let (m, [parse_ms, features_ms, hash_ms]) = parse_stored(&s, &who, kind, bytes).await?;
+    // The reservation is held until the answer is built.
+    let (m, [parse_ms, features_ms, hash_ms], _held) =
+        read_matrix(&s, &who, &headers, body).await?;
     let s2 = s.clone();
     let (m, planned, predicted, predict_ms) = blocking(move || {
         let t = Instant::now();

@@ -281,16 +281,8 @@ impl SpmvDone {
 async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
     let bytes = match y {
         YVec::Bytes(b) => b,
-        y => {
-            blocking(move || {
-                Ok(match &y {
-                    YVec::F32(y) => y_binary(y),
-                    YVec::F64(y) => y_binary(y),
-                    YVec::Bytes(b) => b.clone(),
-                })
-            })
-            .await?
-        }
+        YVec::F32(y) => blocking(move || Ok(y_binary(&y))).await?,
+        YVec::F64(y) => blocking(move || Ok(y_binary(&y))).await?,
     };
     let mut resp = (
         [(

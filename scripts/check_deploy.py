@@ -13,7 +13,8 @@ validated strictly (unknown fields are errors) against the schemas of each
 version in CHECK_K8S_VERSIONS (default "1.31 1.37"); a kind without a schema is
 an error, not a warning. Then the references between files are followed:
 selectors to labels, Secret keys, volume claims, probe paths, GPU limits,
-kustomization resources, compose dependencies and profiles, HAProxy servers.
+kustomization resources (every manifest but the `*.example.yaml` ones),
+compose dependencies and profiles, HAProxy servers.
 Prints every problem found and exits 1 when there is any.
 """
 
@@ -154,8 +155,12 @@ def check_kustomization(root, folder, kust, files, resources, problems):
     for r in listed:
         if not (folder / r).is_file():
             problems.add(rel, f"resource {r} does not exist")
+    # Examples (`*.example.yaml`, e.g. a Secret with placeholders) are checked
+    # like the rest but never applied; every other manifest must be listed.
     manifests = {str(p.relative_to(folder)) for p in files if p.name != "kustomization.yaml"}
-    for m in sorted(manifests - set(listed)):
+    for m in sorted(m for m in manifests & set(listed) if m.endswith(".example.yaml")):
+        problems.add(rel, f"{m} is an example and must not be applied")
+    for m in sorted(m for m in manifests - set(listed) if not m.endswith(".example.yaml")):
         problems.add(rel, f"{m} is not listed in resources")
     image_names = {i.get("name") for i in kust.get("images") or []}
     for path, doc in resources:

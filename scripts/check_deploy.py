@@ -262,7 +262,7 @@ def profiles_of(service):
     return set(service.get("profiles") or [])
 
 
-def check_compose(root, routes, problems):
+def check_compose(root, problems):
     path = root / "docker-compose.yml"
     docs = load_yaml_docs(path, problems)
     if not docs:
@@ -337,7 +337,7 @@ def main():
     problems = Problems()
     routes = server_routes(root, problems)
     check_kubernetes(root, routes, problems)
-    services = check_compose(root, routes, problems)
+    services = check_compose(root, problems)
     check_haproxy(root, services, routes, problems)
     for p in problems.items:
         print(f"check-deploy: {p}", file=sys.stderr)

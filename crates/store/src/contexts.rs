@@ -2,7 +2,11 @@
 //! engine version a timing was taken under, referenced by measurements and plans.
 
 use crate::error::QueryContext;
-use crate::{ContextId, MeasurementContext, Store, StoreError, StoredContext, LEGACY_CONTEXT};
+use crate::rows::uint;
+use crate::{
+    ContextId, DeviceId, MeasurementContext, Precision, Store, StoreError, StoredContext,
+    LEGACY_CONTEXT,
+};
 
 const COLUMNS: &str = "id, hash, kernel_sources_hash, build_options, engine_version";
 
@@ -48,6 +52,32 @@ impl Store {
             Ok([row]) => Some(row.into()),
             Err(_) => None,
         })
+    }
+
+    /// The contexts that hold measurements of a device in a precision, by id,
+    /// each with its number of measurements.
+    pub async fn contexts_used(
+        &self,
+        device: DeviceId,
+        precision: Precision,
+    ) -> Result<Vec<(StoredContext, u64)>, StoreError> {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT context_id, COUNT(*) FROM measurements \
+             WHERE device_id = ? AND precision = ? GROUP BY context_id ORDER BY context_id",
+        )
+        .bind(device.0)
+        .bind(precision.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .op("contexts_used")?;
+        let all = self.contexts().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, n) in rows {
+            if let Some(c) = all.iter().find(|c| c.id.0 == id) {
+                out.push((c.clone(), uint(n, "measurements", "count")?));
+            }
+        }
+        Ok(out)
     }
 
     /// Every stored context, by id (the legacy context first).

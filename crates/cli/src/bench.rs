@@ -1,6 +1,7 @@
 //! `spmv bench`: every kernel of the pool on whole matrices, CSR-Adaptive, merge
-//! path and the CPU-parallel SpMV, timed (warm-up, repetitions, median and spread)
-//! and verified against the reference, with GB/s under the minimum-bytes model
+//! path and the CPU-parallel SpMV, timed (warm-up, repetitions until the
+//! median's 95% CI is within --ci-target; median, spread and CI) and verified
+//! against the reference, with GB/s under the minimum-bytes model
 //! beside the device's copy bandwidth measured in the same run; plus one plan's
 //! one-launch-per-bin vs grouped launches.
 
@@ -38,6 +39,16 @@ pub struct Args {
     /// Time budget per kernel and matrix in ms: slow kernels get fewer repetitions.
     #[arg(long, default_value_t = 4000.0)]
     pub budget_ms: f64,
+    /// Then more repetitions until the median's 95% confidence interval is
+    /// within this fraction of it (0 = --reps only).
+    #[arg(long, env = "SPMV_CI_TARGET", default_value_t = engine::TimingPolicy::default().ci_target)]
+    pub ci_target: f64,
+    /// Most repetitions of one kernel, adaptive batches included.
+    #[arg(long, env = "SPMV_CI_MAX_REPS", default_value_t = engine::TimingPolicy::default().ci_max_reps)]
+    pub ci_max_reps: usize,
+    /// Most wall time (ms) the adaptive batches of one kernel may take.
+    #[arg(long, env = "SPMV_CI_BUDGET_MS", default_value_t = engine::TimingPolicy::default().ci_budget_ms)]
+    pub ci_budget_ms: f64,
     /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
     #[arg(long, env = "SPMV_DEVICE")]
     pub device: Option<String>,
@@ -97,6 +108,10 @@ struct CsvLine<'a> {
     #[serde(serialize_with = "scientific3")]
     err_vs_bound: f64,
     ok: bool,
+    /// Relative half-width of the median's 95% CI (inf below 6 repetitions).
+    #[serde(serialize_with = "fixed::<_, 4>")]
+    ci_rel: f64,
+    converged: bool,
 }
 
 impl<'a> CsvLine<'a> {
@@ -115,6 +130,8 @@ impl<'a> CsvLine<'a> {
             gflops: l.gflops,
             err_vs_bound: l.err_vs_bound,
             ok: l.ok,
+            ci_rel: l.stats.ci_rel,
+            converged: l.stats.converged,
         }
     }
 }
@@ -188,6 +205,16 @@ pub(crate) fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The CI column: `±1.2%`, with `*` when the target was not reached, `-` when
+/// there were too few repetitions for a CI.
+fn ci_cell(st: &TimeStats) -> String {
+    if !st.ci_rel.is_finite() {
+        return "-".into();
+    }
+    let mark = if st.converged { "" } else { "*" };
+    format!("±{:.1}%{mark}", st.ci_rel * 100.0)
+}
+
 fn x_vector(n: usize) -> Vec<f64> {
     // Deterministic, varied, never zero: a wrong column index changes the answer.
     (0..n)
@@ -238,13 +265,14 @@ impl Ctx<'_> {
         if !self.wrote_header {
             let _ = writeln!(
                 out,
-                "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>4} {:>8} {:>6} {:>8} {:>10}",
+                "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>7} {:>4} {:>8} {:>6} {:>8} {:>10}",
                 "matrix",
                 "kernel",
                 "prec",
                 "nnz",
                 "median_ms",
                 "spread",
+                "ci95",
                 "reps",
                 "GB/s",
                 "bound",
@@ -255,13 +283,14 @@ impl Ctx<'_> {
         }
         let _ = writeln!(
             out,
-            "{:<40} {:<22} {:<4} {:>11} {:>10.4} {:>5.1}% {:>4} {:>8.2} {:>5.1}% {:>8.3} {:>10.2e}{}",
+            "{:<40} {:<22} {:<4} {:>11} {:>10.4} {:>5.1}% {:>7} {:>4} {:>8.2} {:>5.1}% {:>8.3} {:>10.2e}{}",
             truncate(&l.matrix, 40),
             l.kernel,
             l.precision,
             l.nnz,
             l.stats.median_ms,
             l.stats.spread * 100.0,
+            ci_cell(&l.stats),
             l.stats.reps,
             l.gbps,
             l.bound_fraction * 100.0,
@@ -291,6 +320,9 @@ impl Ctx<'_> {
             min_reps: 1,
             max_reps: self.args.reps,
             target_ms: self.args.budget_ms,
+            ci_target: self.args.ci_target.max(0.0),
+            ci_max_reps: self.args.ci_max_reps,
+            ci_budget_ms: self.args.ci_budget_ms.max(0.0),
         };
         let st = self
             .engine

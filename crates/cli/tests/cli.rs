@@ -143,8 +143,10 @@ fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
     // scripts/gpu-campaign.sh and the reports read these columns by name.
     assert_eq!(
         header.join(","),
-        "matrix,kernel,precision,nnz,median_ms,min_ms,spread,reps,gbps,bound_fraction,gflops,err_vs_bound,ok"
+        "matrix,kernel,precision,nnz,median_ms,min_ms,spread,reps,gbps,bound_fraction,gflops,err_vs_bound,ok,ci_rel,converged"
     );
+    let ci_col = header.iter().position(|h| *h == "ci_rel").unwrap();
+    let conv_col = header.iter().position(|h| *h == "converged").unwrap();
     let ok_col = header.iter().position(|h| *h == "ok").expect("ok column");
     let err_col = header
         .iter()
@@ -159,7 +161,16 @@ fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
         assert_eq!(r[ok_col], "true", "{r:?}");
         let e: f64 = r[err_col].parse().unwrap();
         assert!(e <= 1.0, "{r:?}");
+        // A converged kernel's CI is within the default 2% target.
+        let ci: f64 = r[ci_col].parse().unwrap();
+        if r[conv_col] == "true" {
+            assert!(ci <= 0.02, "{r:?}");
+        }
     }
+    assert!(
+        rows.iter().any(|r| r[conv_col] == "true"),
+        "some kernel converges: {out}"
+    );
 }
 
 #[test]

@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+pub use crate::timing::{TimeStats, TimingPolicy};
+
 /// Kernel, transfer and end-to-end time of one SpMV.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Timings {
@@ -54,90 +56,6 @@ impl Timings {
     /// End-to-end time in milliseconds.
     pub fn wall_ms(&self) -> f64 {
         self.wall_ns as f64 * 1e-6
-    }
-}
-
-/// How a prepared plan is timed ([`Engine::measure`]): the one policy `spmv
-/// bench`, the trainer's labelling and the service's upload tuning share.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TimingPolicy {
-    /// Untimed calls before the timed ones (skipped when they alone would take
-    /// longer than `target_ms`: the caller's estimate run has warmed up already).
-    pub warmup: usize,
-    /// Fewest timed repetitions.
-    pub min_reps: usize,
-    /// Most timed repetitions.
-    pub max_reps: usize,
-    /// Aim for about this much kernel time per measurement (ms), within the bounds.
-    pub target_ms: f64,
-}
-
-impl TimingPolicy {
-    /// Timed repetitions for a call estimated at `estimate_ms`.
-    pub fn reps_for(&self, estimate_ms: f64) -> usize {
-        let (lo, hi) = (
-            self.min_reps.max(1),
-            self.max_reps.max(self.min_reps).max(1),
-        );
-        if !estimate_ms.is_finite() || estimate_ms <= 0.0 {
-            return hi;
-        }
-        ((self.target_ms / estimate_ms).ceil() as usize).clamp(lo, hi)
-    }
-
-    /// Warm-up calls for a call estimated at `estimate_ms`.
-    pub fn warmup_for(&self, estimate_ms: f64) -> usize {
-        if estimate_ms * self.warmup as f64 > self.target_ms {
-            0
-        } else {
-            self.warmup
-        }
-    }
-}
-
-/// Repeated measurements of a prepared plan (kernel time from profiling events).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TimeStats {
-    /// Repetitions measured (after the warm-up).
-    pub reps: usize,
-    /// Median kernel time per SpMV, ms.
-    pub median_ms: f64,
-    /// Fastest repetition, ms.
-    pub min_ms: f64,
-    /// Slowest repetition, ms.
-    pub max_ms: f64,
-    /// Interquartile range divided by the median (0.05 = 5% spread).
-    pub spread: f64,
-    /// Median wall-clock time of the kernels (enqueue to finish, x already on the device), ms.
-    pub wall_median_ms: f64,
-}
-
-impl TimeStats {
-    /// Statistics of samples (ms); `wall` are the matching wall-clock samples.
-    pub fn from_samples(mut kernel: Vec<f64>, mut wall: Vec<f64>) -> TimeStats {
-        kernel.sort_by(f64::total_cmp);
-        wall.sort_by(f64::total_cmp);
-        let q = |v: &[f64], f: f64| -> f64 {
-            if v.is_empty() {
-                return 0.0;
-            }
-            let pos = f * (v.len() - 1) as f64;
-            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-            v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
-        };
-        let median = q(&kernel, 0.5);
-        TimeStats {
-            reps: kernel.len(),
-            median_ms: median,
-            min_ms: kernel.first().copied().unwrap_or(0.0),
-            max_ms: kernel.last().copied().unwrap_or(0.0),
-            spread: if median > 0.0 {
-                (q(&kernel, 0.75) - q(&kernel, 0.25)) / median
-            } else {
-                0.0
-            },
-            wall_median_ms: q(&wall, 0.5),
-        }
     }
 }
 
@@ -285,6 +203,12 @@ impl Engine {
     /// The reduction path of the program for a precision (builds it if needed).
     pub fn reduction_path(&self, p: Precision) -> Result<ReductionPath> {
         Ok(self.built(p)?.path)
+    }
+
+    /// The OpenCL build options of the program for a precision on this device
+    /// (builds it if needed): part of the context a timing was taken in.
+    pub fn build_options(&self, p: Precision) -> Result<String> {
+        Ok(self.params(p).build_options(p, self.reduction_path(p)?))
     }
 
     /// The device's preferred work-group size multiple for the row kernels
@@ -671,33 +595,19 @@ impl Engine {
         warmup: usize,
         reps: usize,
     ) -> Result<TimeStats> {
-        self.check_call(m, pp, x)?;
-        let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
-        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
-        self.upload_x(m, &mut st, x)?;
-        for _ in 0..warmup {
-            self.enqueue_all(&steps)?;
-            self.queue.finish()?;
-        }
-        let mut kern = Vec::with_capacity(reps);
-        let mut wall = Vec::with_capacity(reps);
-        for _ in 0..reps.max(1) {
-            let t0 = Instant::now();
-            let events = self.enqueue_all(&steps)?;
-            self.queue.finish()?;
-            wall.push(t0.elapsed().as_secs_f64() * 1e3);
-            let mut ns = 0;
-            for ev in &events {
-                ns += event_ns(ev)?;
-            }
-            kern.push(ns as f64 * 1e-6);
-        }
-        Ok(TimeStats::from_samples(kern, wall))
+        let policy = TimingPolicy {
+            warmup,
+            ci_target: 0.0,
+            ..TimingPolicy::default()
+        };
+        self.timed(m, pp, x, &policy, warmup, reps)
     }
 
     /// Times a prepared plan under `policy`, given an estimate of one call (ms,
-    /// typically the caller's first run): warm-up and repetitions sized by the
-    /// policy ([`TimingPolicy::reps_for`], [`TimingPolicy::warmup_for`]).
+    /// typically the caller's first run): warm-up and a first batch sized by
+    /// the policy ([`TimingPolicy::reps_for`], [`TimingPolicy::warmup_for`]),
+    /// then batches until the median's 95% CI is within `policy.ci_target`,
+    /// `policy.ci_max_reps` or `policy.ci_budget_ms` ([`crate::timing::adaptive`]).
     pub fn measure<T: DeviceScalar>(
         &self,
         m: &DeviceMatrix<T>,
@@ -706,13 +616,43 @@ impl Engine {
         policy: &TimingPolicy,
         estimate_ms: f64,
     ) -> Result<TimeStats> {
-        self.time(
-            m,
-            pp,
-            x,
-            policy.warmup_for(estimate_ms),
-            policy.reps_for(estimate_ms),
-        )
+        let warmup = policy.warmup_for(estimate_ms);
+        self.timed(m, pp, x, policy, warmup, policy.reps_for(estimate_ms))
+    }
+
+    /// The one timing loop: x uploaded once, `warmup` untimed calls, `first`
+    /// timed ones, then the policy's adaptive batches.
+    fn timed<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x: &[T],
+        policy: &TimingPolicy,
+        warmup: usize,
+        first: usize,
+    ) -> Result<TimeStats> {
+        self.check_call(m, pp, x)?;
+        let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
+        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
+        self.upload_x(m, &mut st, x)?;
+        for _ in 0..warmup {
+            self.enqueue_all(&steps)?;
+            self.queue.finish()?;
+        }
+        crate::timing::adaptive(policy, first, |n, kern, wall| {
+            for _ in 0..n {
+                let t0 = Instant::now();
+                let events = self.enqueue_all(&steps)?;
+                self.queue.finish()?;
+                wall.push(t0.elapsed().as_secs_f64() * 1e3);
+                let mut ns = 0;
+                for ev in &events {
+                    ns += event_ns(ev)?;
+                }
+                kern.push(ns as f64 * 1e-6);
+            }
+            Ok(())
+        })
     }
 
     /// Times `kernel` on bin `bin` of `binning` alone (what the trainer measures).
@@ -802,37 +742,5 @@ impl Engine {
     /// Bins a matrix (host side) under `scheme`: a shortcut for `Binning::new`.
     pub fn binning<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, scheme: Scheme) -> Binning {
         Binning::new(&m.row_ptr_host, scheme)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TimingPolicy;
-
-    #[test]
-    fn the_timing_policy_sizes_repetitions_and_warm_up_from_the_estimate() {
-        let p = TimingPolicy {
-            warmup: 2,
-            min_reps: 3,
-            max_reps: 25,
-            target_ms: 4.0,
-        };
-        assert_eq!(p.reps_for(1.0), 4);
-        assert_eq!(p.reps_for(0.001), 25, "cheap calls: the most repetitions");
-        assert_eq!(p.reps_for(100.0), 3, "costly calls: the fewest");
-        assert_eq!(p.reps_for(0.0), 25, "no estimate: the most");
-        assert_eq!(p.reps_for(f64::NAN), 25);
-        assert_eq!(p.warmup_for(1.0), 2);
-        assert_eq!(
-            p.warmup_for(3.0),
-            0,
-            "a warm-up longer than the target is skipped"
-        );
-        let lax = TimingPolicy {
-            min_reps: 0,
-            max_reps: 0,
-            ..p
-        };
-        assert_eq!(lax.reps_for(1.0), 1, "at least one repetition");
     }
 }

@@ -27,15 +27,17 @@ pub mod error;
 pub mod kernels;
 pub mod matrix;
 pub mod prepared;
+pub mod timing;
 
 pub use build::ProgramStats;
 pub use config::{default_cache_dir, EngineConfig, ReductionPath, WarpShuffle};
 pub use device::{DeviceInfo, DEVICE_ENV};
-pub use engine::{CopyBandwidth, Engine, TimeStats, TimingPolicy, Timings};
+pub use engine::{CopyBandwidth, Engine, Timings};
 pub use error::{EngineError, Result};
 pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, PARAMS_ENV};
 pub use matrix::{min_bytes, DeviceMatrix};
 pub use prepared::{LaunchInfo, LaunchMode, PreparedPlan};
+pub use timing::{engine_version, TimeStats, TimingPolicy, TIMING_VERSION};
 
 #[cfg(test)]
 mod tests {

@@ -665,3 +665,39 @@ fn must_not_skip(what: &str) {
         panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
     }
 }
+
+/// The adaptive timing loop on the device: a small matrix's median converges to
+/// a 2% confidence interval within the repetition cap, and the statistics agree
+/// with themselves.
+#[test]
+fn measure_converges_to_the_ci_target_on_a_small_matrix() {
+    let Some(e) = engine() else { return };
+    let a = gen::stencil_2d(64, 64).unwrap();
+    let m = e.upload(&a).unwrap();
+    let pp = e
+        .prepare(
+            &m,
+            &Plan::single(KernelId::CsrAdaptive),
+            LaunchMode::default(),
+        )
+        .unwrap();
+    let x = vec![1.0f64; a.ncols()];
+    let policy = engine::TimingPolicy {
+        ci_budget_ms: 5_000.0,
+        ..engine::TimingPolicy::default()
+    };
+    let est = e.time(&m, &pp, &x, 1, 1).unwrap().median_ms;
+    let st = e.measure(&m, &pp, &x, &policy, est).unwrap();
+    assert!(st.converged, "{st:?}");
+    assert!(st.ci_rel <= policy.ci_target, "{st:?}");
+    assert!(st.reps >= engine::timing::MIN_CI_SAMPLES && st.reps <= policy.ci_max_reps);
+    assert!(st.min_ms <= st.median_ms && st.median_ms <= st.max_ms);
+    // Without a target the first batch is all there is.
+    let once = engine::TimingPolicy {
+        ci_target: 0.0,
+        ..policy
+    };
+    let st = e.measure(&m, &pp, &x, &once, est).unwrap();
+    assert_eq!(st.reps, once.reps_for(est));
+    assert!(!st.converged && st.extra_ms == 0.0);
+}

@@ -41,6 +41,7 @@ fn main() {
                         )
                     })
                     .collect(),
+                scheme_ci: Vec::new(),
             }
         })
         .collect();
@@ -65,6 +66,7 @@ fn main() {
                     matrix: format!("m{}", i % 500),
                     x,
                     kernel_times,
+                    kernel_ci: Vec::new(),
                 }
             })
             .collect();

@@ -40,7 +40,7 @@ fn evaluate(
     let (mut n, mut hits, mut near_hits, mut unknown) = (0usize, 0usize, 0usize, 0usize);
     let (mut log_sum, mut worst, mut worst_matrix) = (0.0f64, f64::INFINITY, String::new());
     let (mut best_total, mut chosen_total) = (0.0f64, 0.0f64);
-    for ((x, times), matrix) in s.x.iter().zip(&s.times).zip(&s.matrices) {
+    for (((x, times), ci), matrix) in s.x.iter().zip(&s.times).zip(&s.ci).zip(&s.matrices) {
         let Some((best_class, best)) = argmin(times) else {
             continue;
         };
@@ -58,7 +58,7 @@ fn evaluate(
         };
         n += 1;
         hits += usize::from(c == best_class);
-        near_hits += usize::from(near_best(times, tol).contains(&c));
+        near_hits += usize::from(near_best(times, ci, tol).contains(&c));
         let ratio = best / chosen;
         log_sum += ratio.ln();
         if ratio < worst {

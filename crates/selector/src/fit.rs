@@ -219,10 +219,18 @@ pub fn fit(
             let n = f.labels.labels.iter().filter(|&&l| l == c).count();
             counts.insert(name.clone(), json!(n));
         }
+        let sizes = &f.labels.equal_set_sizes;
+        let mut histogram = std::collections::BTreeMap::<usize, usize>::new();
+        for &k in sizes {
+            *histogram.entry(k).or_default() += 1;
+        }
         json!({
             "samples": f.labels.labels.len(),
             "near_ties": f.labels.near_ties,
             "relabelled": f.labels.relabelled,
+            "equal_set_mean": sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64,
+            "equal_set_sizes": histogram,
+            "equal_sets_widened_by_ci": f.labels.widened_by_ci,
             "label_counts": counts,
             "leaves": f.tree.leaves(),
             "depth": f.tree.depth(),

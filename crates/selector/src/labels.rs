@@ -17,6 +17,10 @@ pub struct Stage1Sample {
     /// argmin. A time of `+inf` marks a scheme that failed; NaN, 0 and negative
     /// times are refused.
     pub scheme_times: Vec<(Scheme, f64)>,
+    /// `(scheme, relative 95% CI half-width)` of those times, where measured
+    /// (absent or 0: unknown, the tie tolerance alone decides near-ties).
+    #[serde(default)]
+    pub scheme_ci: Vec<(Scheme, f64)>,
 }
 
 impl Stage1Sample {
@@ -26,7 +30,14 @@ impl Stage1Sample {
             matrix: matrix.into(),
             features: crate::stage1_vector(f),
             scheme_times,
+            scheme_ci: Vec::new(),
         }
+    }
+
+    /// The same sample with the measured CIs of its times.
+    pub fn with_ci(mut self, ci: Vec<(Scheme, f64)>) -> Self {
+        self.scheme_ci = ci;
+        self
     }
 }
 
@@ -41,6 +52,9 @@ pub struct Stage2Sample {
     /// `(kernel, milliseconds)` on this bin. The label is the argmin. `+inf` marks a
     /// kernel that failed; NaN, 0 and negative times are refused.
     pub kernel_times: Vec<(KernelId, f64)>,
+    /// `(kernel, relative 95% CI half-width)` of those times, where measured.
+    #[serde(default)]
+    pub kernel_ci: Vec<(KernelId, f64)>,
 }
 
 impl Stage2Sample {
@@ -56,7 +70,14 @@ impl Stage2Sample {
             matrix: matrix.into(),
             x: crate::stage2_vector(f, binning, bin),
             kernel_times,
+            kernel_ci: Vec::new(),
         }
+    }
+
+    /// The same sample with the measured CIs of its times.
+    pub fn with_ci(mut self, ci: Vec<(KernelId, f64)>) -> Self {
+        self.kernel_ci = ci;
+        self
     }
 }
 
@@ -67,6 +88,9 @@ pub(crate) struct ClassSamples {
     pub x: Vec<Vec<f64>>,
     /// Per sample, per class index: the time, or `None` when not measured.
     pub times: Vec<Vec<Option<f64>>>,
+    /// Per sample, per class index: the relative 95% CI half-width of the
+    /// time (0 when unknown).
+    pub ci: Vec<Vec<f64>>,
 }
 
 /// Checks one sample's vector and times. Returns the times as (candidate, time) with
@@ -113,6 +137,17 @@ fn to_classes<C: Copy + PartialEq>(times: &[(C, f64)], classes: &[C]) -> Vec<Opt
     out
 }
 
+/// Relative CIs by class index (0 where unknown, NaN or negative).
+fn ci_classes<C: Copy + PartialEq>(ci: &[(C, f64)], classes: &[C]) -> Vec<f64> {
+    let mut out = vec![0.0; classes.len()];
+    for (c, v) in ci {
+        if let Some(i) = classes.iter().position(|k| k == c) {
+            out[i] = if *v >= 0.0 { *v } else { 0.0 };
+        }
+    }
+    out
+}
+
 /// Validates stage-1 samples and collects their schemes (sorted by code).
 pub(crate) fn stage1_classes(samples: &[Stage1Sample]) -> Result<Vec<Scheme>, SelectorError> {
     let mut classes = Vec::new();
@@ -152,6 +187,10 @@ pub(crate) fn stage1_samples(samples: &[Stage1Sample], classes: &[Scheme]) -> Cl
             .iter()
             .map(|s| to_classes(&s.scheme_times, classes))
             .collect(),
+        ci: samples
+            .iter()
+            .map(|s| ci_classes(&s.scheme_ci, classes))
+            .collect(),
     }
 }
 
@@ -162,6 +201,10 @@ pub(crate) fn stage2_samples(samples: &[Stage2Sample], classes: &[KernelId]) -> 
         times: samples
             .iter()
             .map(|s| to_classes(&s.kernel_times, classes))
+            .collect(),
+        ci: samples
+            .iter()
+            .map(|s| ci_classes(&s.kernel_ci, classes))
             .collect(),
     }
 }
@@ -183,15 +226,29 @@ pub(crate) fn argmin(times: &[Option<f64>]) -> Option<(usize, f64)> {
     best
 }
 
-/// Classes within `best * (1 + tol)`.
-pub(crate) fn near_best(times: &[Option<f64>], tol: f64) -> Vec<usize> {
-    let Some((_, best)) = argmin(times) else {
+/// Largest relative CI half-width one time contributes to a near-tie: a
+/// measurement that did not converge (a hopeless kernel's single run, a noisy
+/// device) must not tie everything with the best.
+pub(crate) const CI_CAP: f64 = 0.1;
+
+/// The equal set of a sample: the classes within noise of the best, i.e. within
+/// `best * (1 + tol)`, or whose confidence interval overlaps the best's
+/// (`t * (1 - ci) <= best * (1 + ci_best)`, each CI capped at [`CI_CAP`]).
+/// `ci` is per class (0 = unknown); an empty slice means no CIs.
+pub(crate) fn near_best(times: &[Option<f64>], ci: &[f64], tol: f64) -> Vec<usize> {
+    let Some((bi, best)) = argmin(times) else {
         return Vec::new();
     };
+    let ci_of = |i: usize| ci.get(i).copied().unwrap_or(0.0).clamp(0.0, CI_CAP);
+    let best_hi = best * (1.0 + ci_of(bi));
     times
         .iter()
         .enumerate()
-        .filter(|(_, t)| t.is_some_and(|t| t.is_finite() && t <= best * (1.0 + tol)))
+        .filter(|(i, t)| {
+            t.is_some_and(|t| {
+                t.is_finite() && (t <= best * (1.0 + tol) || t * (1.0 - ci_of(*i)) <= best_hi)
+            })
+        })
         .map(|(i, _)| i)
         .collect()
 }
@@ -205,6 +262,11 @@ pub(crate) struct LabelSet {
     pub near_ties: usize,
     /// Samples whose label differs from the plain argmin.
     pub relabelled: usize,
+    /// Per sample, the size of its equal set (classes within noise of the best).
+    pub equal_set_sizes: Vec<usize>,
+    /// Samples whose equal set is larger than the tie tolerance alone makes it
+    /// (their measured CIs overlap the best's).
+    pub widened_by_ci: usize,
 }
 
 /// Smallest relative loss a time-weighted sample gets, so that no weight is zero.
@@ -234,8 +296,15 @@ pub(crate) fn make_labels(s: &ClassSamples, n_classes: usize, p: &ValidTrainPara
     let near: Vec<Vec<usize>> = s
         .times
         .iter()
-        .map(|t| near_best(t, p.tie_tolerance()))
+        .zip(&s.ci)
+        .map(|(t, ci)| near_best(t, ci, p.tie_tolerance()))
         .collect();
+    let widened_by_ci = s
+        .times
+        .iter()
+        .zip(&near)
+        .filter(|(t, set)| near_best(t, &[], p.tie_tolerance()).len() < set.len())
+        .count();
     let near_ties = near.iter().filter(|v| v.len() > 1).count();
     let labels = if p.weighting().relabels() {
         let mut labels: Vec<Option<usize>> = vec![None; n];
@@ -275,40 +344,58 @@ pub(crate) fn make_labels(s: &ClassSamples, n_classes: usize, p: &ValidTrainPara
     };
     let relabelled = labels.iter().zip(&plain).filter(|(a, b)| a != b).count();
     let weights = if p.weighting().weights_by_time() {
-        let raw: Vec<f64> = s
-            .times
-            .iter()
-            .map(|t| {
-                let Some((bi, best)) = argmin(t) else {
-                    return LOSS_FLOOR;
-                };
-                let losses: Vec<f64> = t
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != bi)
-                    .filter_map(|(_, t)| *t)
-                    .map(|t| ((t - best) / best).min(p.loss_cap()))
-                    .collect();
-                if losses.is_empty() {
-                    return LOSS_FLOOR;
-                }
-                losses
-                    .into_iter()
-                    .fold(f64::INFINITY, f64::min)
-                    .clamp(LOSS_FLOOR, p.loss_cap())
-            })
-            .collect();
-        let mean = raw.iter().sum::<f64>() / raw.len().max(1) as f64;
-        raw.iter().map(|w| (w / mean) as f32).collect()
+        // What counts as a wrong pick: leaving the equal set when labels are
+        // drawn from it; any class but the argmin label otherwise (the tie
+        // partner of a plain label is a mislabel the tree must not be pushed
+        // to avoid at any price).
+        let right: Vec<Vec<usize>> = if p.weighting().relabels() {
+            near.clone()
+        } else {
+            plain.iter().map(|&c| vec![c]).collect()
+        };
+        slowdown_weights(s, &right, p.loss_cap())
     } else {
         vec![1.0; n]
     };
+    let equal_set_sizes = near.iter().map(Vec::len).collect();
     LabelSet {
         labels,
         weights,
         near_ties,
         relabelled,
+        equal_set_sizes,
+        widened_by_ci,
     }
+}
+
+/// Sample weights that make the fit minimise expected slowdown rather than
+/// misclassification: a sample weighs what a wrong pick costs it, the relative
+/// time lost by the cheapest class outside `right` (its equal set when labels
+/// are drawn from it), `(t - best) / best`, capped at `cap` (a failed, `+inf`
+/// class counts as the cap) and floored at 1e-3 (no wrong pick), normalized to
+/// a mean of 1. With relabelling, a pick inside the equal set costs nothing
+/// measurable, so a bin whose two best kernels tie but whose third costs 3x
+/// weighs 2, not the 0.01 between the tied pair.
+fn slowdown_weights(s: &ClassSamples, right: &[Vec<usize>], cap: f64) -> Vec<f32> {
+    let raw: Vec<f64> = s
+        .times
+        .iter()
+        .zip(right)
+        .map(|(t, equal)| {
+            let Some((_, best)) = argmin(t) else {
+                return LOSS_FLOOR;
+            };
+            t.iter()
+                .enumerate()
+                .filter(|(i, _)| !equal.contains(i))
+                .filter_map(|(_, t)| *t)
+                .map(|t| ((t - best) / best).min(cap))
+                .fold(None, |m: Option<f64>, l| Some(m.map_or(l, |m| m.min(l))))
+                .map_or(LOSS_FLOOR, |l| l.clamp(LOSS_FLOOR, cap))
+        })
+        .collect();
+    let mean = raw.iter().sum::<f64>() / raw.len().max(1) as f64;
+    raw.iter().map(|w| (w / mean) as f32).collect()
 }
 
 #[cfg(test)]
@@ -321,6 +408,7 @@ mod tests {
         ClassSamples {
             matrices: (0..times.len()).map(|i| format!("m{i}")).collect(),
             x: vec![vec![0.0]; times.len()],
+            ci: vec![Vec::new(); times.len()],
             times,
         }
     }
@@ -335,8 +423,17 @@ mod tests {
             Some(0.995),
         ];
         assert_eq!(argmin(&t), Some((4, 0.995)));
-        assert_eq!(near_best(&t, 0.02), vec![0, 2, 4]);
-        assert_eq!(near_best(&t, 0.0), vec![4]);
+        assert_eq!(near_best(&t, &[], 0.02), vec![0, 2, 4]);
+        assert_eq!(near_best(&t, &[], 0.0), vec![4]);
+        // CIs: class 0 (1.0 +- 1%) overlaps the best (0.995 +- 0.5%), class 2
+        // (1.01 +- 0.1%) does not; an unconverged 50% CI counts as 10%.
+        let ci = [0.01, 0.0, 0.001, 0.0, 0.005];
+        assert_eq!(near_best(&t, &ci, 0.0), vec![0, 4]);
+        let wide = [0.0, 0.0, 0.5, 0.0, 0.0];
+        let t2 = vec![Some(1.0), Some(1.5), Some(1.105)];
+        assert_eq!(near_best(&t2, &wide, 0.0), vec![0, 2]);
+        let t3 = vec![Some(1.0), Some(1.5), Some(1.2)];
+        assert_eq!(near_best(&t3, &wide, 0.0), vec![0], "capped at 10%");
         assert_eq!(argmin(&[None, Some(f64::INFINITY)]), None);
     }
 
@@ -373,25 +470,76 @@ mod tests {
     }
 
     #[test]
-    fn time_weights() {
+    fn relabelled_time_weights_are_the_cost_of_the_cheapest_pick_outside_the_equal_set() {
         let s = samples(vec![
-            vec![Some(1.0), Some(1.01), Some(9.0)], // runner-up loses 0.01
-            vec![Some(1.0), Some(3.0), Some(5.0)],  // loses 2
+            vec![Some(1.0), Some(1.01), Some(1.02)], // 1.01 ties: 1.02 loses 0.02
+            vec![Some(1.0), Some(3.0), Some(5.0)],   // loses 2
             vec![Some(1.0), Some(f64::INFINITY), None], // capped at 10
-            vec![Some(1.0), None, None],            // nothing to lose: floor
+            vec![Some(1.0), None, None],             // nothing to lose: floor
+            vec![Some(1.0), Some(1.01), Some(1.01 * 1.01)], // 1% mistake
         ]);
+        let p = TrainParams::new()
+            .weighting(Weighting::TieRelabelTimeWeighted)
+            .tie_tolerance(0.015)
+            .check()
+            .unwrap();
+        let l = make_labels(&s, 3, &p);
+        let raw = [0.02f64, 2.0, 10.0, 0.001, 0.0201];
+        let mean = raw.iter().sum::<f64>() / 5.0;
+        for (w, r) in l.weights.iter().zip(raw) {
+            assert!((*w as f64 - r / mean).abs() < 1e-4, "{:?}", l.weights);
+        }
+        let total: f32 = l.weights.iter().sum();
+        assert!((total - 5.0).abs() < 1e-4);
+        assert_eq!(l.equal_set_sizes, vec![2, 1, 1, 1, 2]);
+    }
+
+    #[test]
+    fn a_costly_mistake_weighs_more_than_a_cheap_one_even_beside_a_tie() {
+        // Both bins have a tied pair; a wrong pick costs 1% in the first, 3x in
+        // the second. The old runner-up rule weighed both alike (0.001 each).
+        let s = samples(vec![
+            vec![Some(1.0), Some(1.001), Some(1.01 * 1.01 + 0.001)],
+            vec![Some(1.0), Some(1.001), Some(3.0)],
+        ]);
+        let p = TrainParams::new()
+            .weighting(Weighting::TieRelabelTimeWeighted)
+            .check()
+            .unwrap();
+        let l = make_labels(&s, 3, &p);
+        assert!(l.weights[1] > 50.0 * l.weights[0], "{:?}", l.weights);
+        // Without relabelling the argmin is the label and its tie partner the
+        // cheapest mistake: both bins weigh alike, as before.
         let p = TrainParams::new()
             .weighting(Weighting::TimeWeighted)
             .check()
             .unwrap();
         let l = make_labels(&s, 3, &p);
-        let raw = [0.01f64, 2.0, 10.0, 0.001];
-        let mean = raw.iter().sum::<f64>() / 4.0;
-        for (w, r) in l.weights.iter().zip(raw) {
-            assert!((*w as f64 - r / mean).abs() < 1e-4, "{:?}", l.weights);
-        }
-        let total: f32 = l.weights.iter().sum();
-        assert!((total - 4.0).abs() < 1e-4);
+        assert_eq!(l.weights[0], l.weights[1]);
+    }
+
+    #[test]
+    fn measured_cis_widen_the_equal_set_and_the_statistics_say_so() {
+        let mut s = samples(vec![
+            vec![Some(1.0), Some(1.04), Some(2.0)],
+            vec![Some(1.0), Some(1.04), Some(2.0)],
+        ]);
+        // The second sample's two best times are each known to within 3%.
+        s.ci[1] = vec![0.03, 0.03, 0.01];
+        let p = TrainParams::new()
+            .weighting(Weighting::TieRelabelTimeWeighted)
+            .check()
+            .unwrap();
+        let l = make_labels(&s, 3, &p);
+        assert_eq!(l.equal_set_sizes, vec![1, 2]);
+        assert_eq!(l.widened_by_ci, 1);
+        // Outside the equal set the cheapest mistake costs 4% in the first,
+        // 100% in the second: the second weighs 25 times more.
+        assert!(
+            (l.weights[1] / l.weights[0] - 25.0).abs() < 1e-3,
+            "{:?}",
+            l.weights
+        );
     }
 
     use crate::Weighting;
@@ -403,6 +551,7 @@ mod tests {
             matrix: "a".into(),
             features: f.clone(),
             scheme_times: vec![(Scheme::Single, 1.0)],
+            scheme_ci: vec![],
         };
         assert!(stage1_classes(std::slice::from_ref(&ok)).is_ok());
         let cases = [

@@ -15,15 +15,17 @@ use serde::{Deserialize, Serialize};
 pub enum Weighting {
     /// The label is the fastest candidate; every sample weighs 1.
     Plain,
-    /// The label is a canonical choice among the candidates within `tie_tolerance` of
-    /// the best: a greedy cover of the near-best sets (the class near-best for the
+    /// The label is a canonical choice among the candidates within noise of the
+    /// best (within `tie_tolerance`, or with measured CIs overlapping the best's:
+    /// the equal set): a greedy cover of the near-best sets (the class near-best for the
     /// most samples labels all of them, then the same on the rest), so the tree sees
     /// the same label for bins where the same kernels tie; every sample weighs 1.
     TieRelabel,
     /// The label is the fastest candidate; a sample weighs the time lost when it is
-    /// predicted wrong (mean relative loss of the alternatives, capped).
+    /// predicted wrong (relative loss of the runner-up, capped).
     TimeWeighted,
-    /// Both: canonical near-tie labels and time-lost weights.
+    /// Both: canonical near-tie labels, and a sample weighs the relative loss of
+    /// the cheapest candidate outside its equal set (capped): expected slowdown.
     TieRelabelTimeWeighted,
 }
 
@@ -100,7 +102,8 @@ impl ValidTrainParams {
     pub fn criterion(&self) -> Criterion {
         self.criterion
     }
-    /// Relative tolerance of a near-tie: a candidate within `best * (1 + tie_tolerance)` is near-best.
+    /// Relative tolerance of a near-tie: a candidate within `best * (1 + tie_tolerance)`
+    /// is near-best (so is one whose measured CI overlaps the best's).
     pub fn tie_tolerance(&self) -> f64 {
         self.tie_tolerance
     }

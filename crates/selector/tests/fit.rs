@@ -79,6 +79,7 @@ fn tied_stage2() -> Vec<Stage2Sample> {
                     matrix: format!("u{u}_b{bin}"),
                     x,
                     kernel_times,
+                    kernel_ci: Vec::new(),
                 });
             }
         }
@@ -206,6 +207,7 @@ fn a_feature_with_three_values_decides_the_scheme() {
             matrix: format!("m{i}"),
             features: x,
             scheme_times,
+            scheme_ci: Vec::new(),
         }
     };
     let train: Vec<_> = (0..300).map(|i| make(&mut rng, i)).collect();
@@ -243,6 +245,7 @@ fn density_samples(rng: &mut ChaCha8Rng, n: usize) -> Vec<Stage1Sample> {
                 matrix: format!("d{i}"),
                 features: x,
                 scheme_times,
+                scheme_ci: Vec::new(),
             }
         })
         .collect()
@@ -329,6 +332,7 @@ fn near_tie_samples() -> Vec<Stage2Sample> {
             matrix: format!("b{i}"),
             x,
             kernel_times: times,
+            kernel_ci: Vec::new(),
         });
     }
     out

@@ -50,12 +50,14 @@ async fn main() -> Result<(), store::StoreError> {
             bin: (i / kernels.len()) as u32,
             kernel: kernels[i % kernels.len()],
         },
+        context: store::ContextId(1),
     };
     let meas = |i: usize| NewMeasurement {
         key: key(i),
         median_ms: 1.0,
         spread_ms: 0.1,
         repetitions: 10,
+        ci_rel: Some(0.01),
         run: None,
     };
 

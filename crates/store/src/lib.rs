@@ -14,6 +14,7 @@
 //! loses at most the measurement it was timing. [`Store::insert_measurements`]
 //! writes a batch in one transaction: all of it or none.
 
+mod contexts;
 mod devices;
 mod error;
 mod location;
@@ -29,10 +30,11 @@ mod types;
 pub use error::StoreError;
 pub use location::{DbLocation, DATABASE_URL_ENV, DEFAULT_DATABASE_FILE};
 pub use types::{
-    canonical_plan_json, Device, DeviceId, DeviceRecord, FeatureVector, Matrix, MatrixId,
-    MatrixRecord, Measurement, MeasurementId, MeasurementKey, Model, ModelId, ModelRecord,
-    NewMeasurement, PlanId, PlanRecord, Precision, Request, RequestId, RequestRecord, RunId,
-    RunOwner, RunRecord, RunStatus, StoredPlan, Target, TrainingRun,
+    canonical_plan_json, ContextId, Device, DeviceId, DeviceRecord, FeatureVector, Matrix,
+    MatrixId, MatrixRecord, Measurement, MeasurementContext, MeasurementId, MeasurementKey, Model,
+    ModelId, ModelRecord, NewMeasurement, PlanId, PlanRecord, Precision, Request, RequestId,
+    RequestRecord, RunId, RunOwner, RunRecord, RunStatus, StoredContext, StoredPlan, Target,
+    TrainingRun, LEGACY_CONTEXT,
 };
 
 use error::QueryContext;

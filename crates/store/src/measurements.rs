@@ -5,8 +5,8 @@
 use crate::error::QueryContext;
 use crate::rows::{non_negative, precision, scheme, scheme_code, uint};
 use crate::{
-    DeviceId, MatrixId, Measurement, MeasurementId, MeasurementKey, NewMeasurement, Precision,
-    RunId, Store, StoreError, Target,
+    ContextId, DeviceId, MatrixId, Measurement, MeasurementId, MeasurementKey, NewMeasurement,
+    Precision, RunId, Store, StoreError, Target,
 };
 use sparse::plan::{KernelId, Plan};
 use sqlx::sqlite::SqliteArguments;
@@ -17,9 +17,9 @@ use std::sync::OnceLock;
 /// `kernel` column value of a whole-plan timing.
 const PLAN_KERNEL: &str = "plan";
 
-const KEY_COLUMNS: &str = "matrix_id, device_id, precision, scheme, bin, kernel, plan";
+const KEY_COLUMNS: &str = "matrix_id, device_id, precision, scheme, bin, kernel, plan, context_id";
 const COLUMNS: &str = "id, matrix_id, device_id, precision, scheme, bin, kernel, plan, \
-                       median_ms, spread_ms, repetitions, run_id, created_at";
+                       context_id, median_ms, spread_ms, repetitions, ci_rel, run_id, created_at";
 
 /// The key's `(bin, kernel, plan)` column values.
 fn target_columns(key: &MeasurementKey) -> Result<(i64, String, String), StoreError> {
@@ -66,9 +66,10 @@ fn insert_query(
     };
     Ok(sqlx::query(
         "INSERT INTO measurements (matrix_id, device_id, precision, scheme, bin, kernel, plan, \
-                                   median_ms, spread_ms, repetitions, run_id) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-         ON CONFLICT (matrix_id, device_id, precision, scheme, bin, kernel, plan) DO NOTHING",
+                                   context_id, median_ms, spread_ms, repetitions, ci_rel, run_id) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (matrix_id, device_id, precision, scheme, bin, kernel, plan, context_id) \
+         DO NOTHING",
     )
     .bind(m.key.matrix.0)
     .bind(m.key.device.0)
@@ -77,9 +78,15 @@ fn insert_query(
     .bind(bin)
     .bind(kernel)
     .bind(plan)
+    .bind(m.key.context.0)
     .bind(non_negative(m.median_ms, "median time")?)
     .bind(non_negative(m.spread_ms, "time spread")?)
     .bind(repetitions)
+    .bind(
+        m.ci_rel
+            .map(|c| non_negative(c, "confidence interval"))
+            .transpose()?,
+    )
     .bind(m.run.map(|r| r.0)))
 }
 
@@ -128,7 +135,7 @@ impl Store {
         let (bin, kernel, plan) = target_columns(key)?;
         let found: Option<i64> = sqlx::query_scalar(
             "SELECT 1 FROM measurements WHERE matrix_id = ? AND device_id = ? AND precision = ? \
-             AND scheme = ? AND bin = ? AND kernel = ? AND plan = ?",
+             AND scheme = ? AND bin = ? AND kernel = ? AND plan = ? AND context_id = ?",
         )
         .bind(key.matrix.0)
         .bind(key.device.0)
@@ -137,6 +144,7 @@ impl Store {
         .bind(bin)
         .bind(kernel)
         .bind(plan)
+        .bind(key.context.0)
         .fetch_optional(&self.pool)
         .await
         .op("has_measurement")?;
@@ -240,6 +248,7 @@ struct KeyRow {
     bin: i64,
     kernel: String,
     plan: String,
+    context_id: i64,
 }
 
 impl TryFrom<KeyRow> for MeasurementKey {
@@ -259,6 +268,7 @@ impl TryFrom<KeyRow> for MeasurementKey {
             precision: precision(&r.precision, "measurements", "precision")?,
             scheme: scheme(r.scheme, "measurements")?,
             target,
+            context: ContextId(r.context_id),
         })
     }
 }
@@ -272,6 +282,7 @@ struct MeasurementRow {
     median_ms: f64,
     spread_ms: f64,
     repetitions: i64,
+    ci_rel: Option<f64>,
     run_id: Option<i64>,
     created_at: String,
 }
@@ -286,6 +297,7 @@ impl TryFrom<MeasurementRow> for Measurement {
                 median_ms: r.median_ms,
                 spread_ms: r.spread_ms,
                 repetitions: uint(r.repetitions, "measurements", "repetitions")?,
+                ci_rel: r.ci_rel,
                 run: r.run_id.map(RunId),
             },
             created_at: r.created_at,

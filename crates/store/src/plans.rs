@@ -4,14 +4,14 @@
 use crate::error::QueryContext;
 use crate::rows::{from_json, non_negative, precision, scheme_code, NOW};
 use crate::{
-    canonical_plan_json, DeviceId, MatrixId, PlanId, PlanRecord, Precision, Store, StoreError,
-    StoredPlan,
+    canonical_plan_json, ContextId, DeviceId, MatrixId, PlanId, PlanRecord, Precision, Store,
+    StoreError, StoredPlan,
 };
 use sparse::plan::Plan;
 use sqlx::AssertSqlSafe;
 
-const COLUMNS: &str =
-    "id, matrix_id, device_id, precision, plan, total_ms, bins_sum_ms, is_oracle, created_at";
+const COLUMNS: &str = "id, matrix_id, device_id, precision, plan, total_ms, bins_sum_ms, \
+                       is_oracle, context_id, created_at";
 
 impl Store {
     /// Stores the plan of its scheme for the matrix, device and precision,
@@ -34,20 +34,23 @@ impl Store {
         if p.is_oracle {
             sqlx::query(
                 "UPDATE plans SET is_oracle = 0 \
-                 WHERE matrix_id = ? AND device_id = ? AND precision = ? AND scheme <> ? AND is_oracle = 1",
+                 WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
+                 AND scheme <> ? AND is_oracle = 1",
             )
             .bind(p.matrix.0)
             .bind(p.device.0)
             .bind(p.precision.as_str())
+            .bind(p.context.0)
             .bind(code)
             .execute(&mut *tx)
             .await
             .op("upsert_plan")?;
         }
         let sql = format!(
-            "INSERT INTO plans (matrix_id, device_id, precision, scheme, plan, total_ms, bins_sum_ms, is_oracle) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (matrix_id, device_id, precision, scheme) DO UPDATE SET \
+            "INSERT INTO plans (matrix_id, device_id, precision, scheme, plan, total_ms, bins_sum_ms, \
+                                is_oracle, context_id) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (matrix_id, device_id, precision, scheme, context_id) DO UPDATE SET \
                plan = excluded.plan, total_ms = excluded.total_ms, bins_sum_ms = excluded.bins_sum_ms, \
                is_oracle = excluded.is_oracle, created_at = {NOW} \
              RETURNING id"
@@ -61,6 +64,7 @@ impl Store {
             .bind(total)
             .bind(bins_sum)
             .bind(p.is_oracle)
+            .bind(p.context.0)
             .fetch_one(&mut *tx)
             .await
             .op("upsert_plan")?;
@@ -74,15 +78,18 @@ impl Store {
         matrix: MatrixId,
         device: DeviceId,
         precision: Precision,
+        context: ContextId,
     ) -> Result<Option<StoredPlan>, StoreError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM plans \
-             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND is_oracle = 1"
+             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
+             AND is_oracle = 1"
         );
         let row = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
+            .bind(context.0)
             .fetch_optional(&self.pool)
             .await
             .op("oracle_plan")?;
@@ -96,15 +103,18 @@ impl Store {
         matrix: MatrixId,
         device: DeviceId,
         precision: Precision,
+        context: ContextId,
     ) -> Result<Vec<StoredPlan>, StoreError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM plans \
-             WHERE matrix_id = ? AND device_id = ? AND precision = ? ORDER BY scheme"
+             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
+             ORDER BY scheme"
         );
         let rows = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
+            .bind(context.0)
             .fetch_all(&self.pool)
             .await
             .op("plans_for")?;
@@ -117,14 +127,17 @@ impl Store {
         &self,
         device: DeviceId,
         precision: Precision,
+        context: ContextId,
     ) -> Result<Vec<StoredPlan>, StoreError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM plans \
-             WHERE device_id = ? AND precision = ? AND is_oracle = 1 ORDER BY matrix_id"
+             WHERE device_id = ? AND precision = ? AND context_id = ? AND is_oracle = 1 \
+             ORDER BY matrix_id"
         );
         let rows = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
             .bind(device.0)
             .bind(precision.as_str())
+            .bind(context.0)
             .fetch_all(&self.pool)
             .await
             .op("oracle_plans")?;
@@ -143,6 +156,7 @@ struct PlanRow {
     total_ms: f64,
     bins_sum_ms: Option<f64>,
     is_oracle: bool,
+    context_id: i64,
     created_at: String,
 }
 
@@ -160,6 +174,7 @@ impl TryFrom<PlanRow> for StoredPlan {
                 total_ms: r.total_ms,
                 bins_sum_ms: r.bins_sum_ms,
                 is_oracle: r.is_oracle,
+                context: ContextId(r.context_id),
             },
             created_at: r.created_at,
         })

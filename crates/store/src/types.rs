@@ -47,6 +47,10 @@ id_type!(
     RunId
 );
 id_type!(
+    /// Row id of a measurement context (`measurement_contexts`).
+    ContextId
+);
+id_type!(
     /// Row id of a logged request; ids increase with time, so the largest id seen
     /// is a cursor for [`crate::Store::requests_since`].
     RequestId
@@ -211,6 +215,48 @@ pub fn canonical_plan_json(plan: &Plan) -> Result<String, StoreError> {
     })
 }
 
+/// What a timing depends on besides the matrix, device and plan: the kernel
+/// sources, the program's build options on the device, and the engine version.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MeasurementContext {
+    /// Hash of every kernel source file (the selector's `KernelSources::hash`).
+    pub kernel_sources_hash: String,
+    /// OpenCL build options of the precision's program on the device.
+    pub build_options: String,
+    /// Engine version including its timing-semantics version.
+    pub engine_version: String,
+}
+
+/// `hash` of the context of rows written before contexts were recorded.
+pub const LEGACY_CONTEXT: &str = "legacy";
+
+impl MeasurementContext {
+    /// BLAKE3 of the three fields (each followed by a NUL), hex: the lookup key.
+    pub fn hash(&self) -> String {
+        let mut h = blake3::Hasher::new();
+        for part in [
+            &self.kernel_sources_hash,
+            &self.build_options,
+            &self.engine_version,
+        ] {
+            h.update(part.as_bytes());
+            h.update(&[0]);
+        }
+        h.finalize().to_hex().to_string()
+    }
+}
+
+/// A stored measurement context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredContext {
+    /// Row id.
+    pub id: ContextId,
+    /// Its lookup hash ([`MeasurementContext::hash`], or [`LEGACY_CONTEXT`]).
+    pub hash: String,
+    /// What it records (all three `legacy` for the legacy context).
+    pub context: MeasurementContext,
+}
+
 /// The identity of a measurement: at most one row exists per key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct MeasurementKey {
@@ -224,6 +270,9 @@ pub struct MeasurementKey {
     pub scheme: Scheme,
     /// What was timed.
     pub target: Target,
+    /// The context it was timed in (kernel sources, build options, engine
+    /// version): the same target in another context is another measurement.
+    pub context: ContextId,
 }
 
 /// A timing to store.
@@ -238,6 +287,9 @@ pub struct NewMeasurement {
     pub spread_ms: f64,
     /// How many timed runs the median is over.
     pub repetitions: u32,
+    /// Half-width of the median's 95% confidence interval divided by the
+    /// median, when known (finite; `None` for legacy rows or too few runs).
+    pub ci_rel: Option<f64>,
     /// The training run that measured it, if any.
     pub run: Option<RunId>,
 }
@@ -271,6 +323,8 @@ pub struct PlanRecord {
     pub bins_sum_ms: Option<f64>,
     /// Whether this is the best plan over all schemes (the oracle).
     pub is_oracle: bool,
+    /// The context its timings were taken in.
+    pub context: ContextId,
 }
 
 /// A stored plan.

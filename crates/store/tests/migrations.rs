@@ -30,9 +30,10 @@ fn migration_files() -> BTreeSet<(i64, String)> {
     out
 }
 
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 8] = [
     "devices",
     "matrices",
+    "measurement_contexts",
     "measurements",
     "models",
     "plans",

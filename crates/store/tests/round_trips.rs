@@ -159,6 +159,7 @@ async fn measurements_round_trip_and_inserts_are_idempotent() {
         precision: Precision::F32,
         scheme: Scheme::Granularity(10),
         target: Target::plan(&plan_u10()).unwrap(),
+        context: common::LEGACY,
     };
     let other_precision = bin_key(
         m,
@@ -245,6 +246,7 @@ async fn plan_keys_are_canonical_whatever_the_kernel_order() {
         precision: Precision::F64,
         scheme: p.scheme,
         target: Target::plan(p).unwrap(),
+        context: common::LEGACY,
     };
     assert_eq!(key(&plan_u10()), key(&reversed));
     assert!(s
@@ -331,7 +333,11 @@ async fn plans_round_trip_with_one_oracle() {
         .upsert_matrix(&matrix("h", "suitesparse", 0.0))
         .await
         .unwrap();
-    assert!(s.oracle_plan(m, d, Precision::F32).await.unwrap().is_none());
+    assert!(s
+        .oracle_plan(m, d, Precision::F32, common::LEGACY)
+        .await
+        .unwrap()
+        .is_none());
 
     let single = PlanRecord {
         matrix: m,
@@ -341,10 +347,11 @@ async fn plans_round_trip_with_one_oracle() {
         total_ms: 3.0,
         bins_sum_ms: Some(3.0),
         is_oracle: true,
+        context: common::LEGACY,
     };
     let id_single = s.upsert_plan(&single).await.unwrap();
     assert_eq!(
-        s.oracle_plan(m, d, Precision::F32)
+        s.oracle_plan(m, d, Precision::F32, common::LEGACY)
             .await
             .unwrap()
             .unwrap()
@@ -360,12 +367,19 @@ async fn plans_round_trip_with_one_oracle() {
     };
     s.upsert_plan(&u10).await.unwrap();
     // The new oracle took the flag away from the single-bin plan.
-    let oracle = s.oracle_plan(m, d, Precision::F32).await.unwrap().unwrap();
+    let oracle = s
+        .oracle_plan(m, d, Precision::F32, common::LEGACY)
+        .await
+        .unwrap()
+        .unwrap();
     let mut sorted = plan_u10();
     sorted.kernels.sort();
     assert_eq!(oracle.record.plan, sorted);
     assert_eq!(oracle.record.total_ms, 2.0);
-    let plans = s.plans_for(m, d, Precision::F32).await.unwrap();
+    let plans = s
+        .plans_for(m, d, Precision::F32, common::LEGACY)
+        .await
+        .unwrap();
     assert_eq!(plans.len(), 2);
     assert_eq!(plans[0].id, id_single);
     assert!(!plans[0].record.is_oracle);
@@ -375,10 +389,17 @@ async fn plans_round_trip_with_one_oracle() {
     u10.total_ms = 1.0;
     u10.is_oracle = false;
     s.upsert_plan(&u10).await.unwrap();
-    let plans = s.plans_for(m, d, Precision::F32).await.unwrap();
+    let plans = s
+        .plans_for(m, d, Precision::F32, common::LEGACY)
+        .await
+        .unwrap();
     assert_eq!(plans.len(), 2);
     assert_eq!(plans[1].record.total_ms, 1.0);
-    assert!(s.oracle_plan(m, d, Precision::F32).await.unwrap().is_none());
+    assert!(s
+        .oracle_plan(m, d, Precision::F32, common::LEGACY)
+        .await
+        .unwrap()
+        .is_none());
 
     // Other precision is separate; oracle_plans lists oracles only.
     s.upsert_plan(&PlanRecord {
@@ -387,8 +408,46 @@ async fn plans_round_trip_with_one_oracle() {
     })
     .await
     .unwrap();
-    assert!(s.oracle_plans(d, Precision::F32).await.unwrap().is_empty());
-    assert_eq!(s.oracle_plans(d, Precision::F64).await.unwrap().len(), 1);
+    assert!(s
+        .oracle_plans(d, Precision::F32, common::LEGACY)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        s.oracle_plans(d, Precision::F64, common::LEGACY)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Another context has its own plans and its own oracle.
+    let ctx = s
+        .upsert_context(&store::MeasurementContext {
+            kernel_sources_hash: "k".into(),
+            build_options: "-D X".into(),
+            engine_version: "0.1.0+timing2".into(),
+        })
+        .await
+        .unwrap();
+    s.upsert_plan(&PlanRecord {
+        precision: Precision::F64,
+        total_ms: 9.0,
+        context: ctx,
+        ..single.clone()
+    })
+    .await
+    .unwrap();
+    let legacy = s
+        .oracle_plans(d, Precision::F64, common::LEGACY)
+        .await
+        .unwrap();
+    let new = s.oracle_plans(d, Precision::F64, ctx).await.unwrap();
+    assert_eq!((legacy.len(), new.len()), (1, 1));
+    assert_eq!(
+        (legacy[0].record.total_ms, new[0].record.total_ms),
+        (3.0, 9.0)
+    );
 }
 
 #[tokio::test]

@@ -27,7 +27,9 @@ pub fn samples(labels: &MatrixLabels, row_ptr: &[u32]) -> Samples {
         .iter()
         .map(|(s, p)| (*s, p.total_ms.max(1e-9)))
         .collect();
-    let stage1 = Stage1Sample::new(labels.name.clone(), &labels.features, scheme_times);
+    let scheme_ci: Vec<(Scheme, f64)> = labels.plans.iter().map(|(s, p)| (*s, p.ci_rel)).collect();
+    let stage1 =
+        Stage1Sample::new(labels.name.clone(), &labels.features, scheme_times).with_ci(scheme_ci);
     let mut binnings: HashMap<Scheme, Binning> = HashMap::new();
     let mut stage2 = Vec::new();
     for ((scheme, bin), times) in &labels.bins {
@@ -35,13 +37,14 @@ pub fn samples(labels: &MatrixLabels, row_ptr: &[u32]) -> Samples {
             .entry(*scheme)
             .or_insert_with(|| Binning::new(row_ptr, *scheme));
         let times: Vec<_> = times.iter().map(|(k, t)| (*k, t.max(1e-9))).collect();
-        stage2.push(Stage2Sample::new(
-            labels.name.clone(),
-            &labels.features,
-            b,
-            *bin,
-            times,
-        ));
+        let ci = labels
+            .bin_ci
+            .get(&(*scheme, *bin))
+            .cloned()
+            .unwrap_or_default();
+        stage2.push(
+            Stage2Sample::new(labels.name.clone(), &labels.features, b, *bin, times).with_ci(ci),
+        );
     }
     let perf = perf_samples(labels, &mut binnings, row_ptr);
     Samples {

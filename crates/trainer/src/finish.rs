@@ -12,14 +12,14 @@ use crate::split::Side;
 use anyhow::{bail, Result};
 use selector::{Model, RuleClass};
 use std::path::{Path, PathBuf};
-use store::{DeviceId, ModelRecord, Precision, Store};
+use store::{ContextId, DeviceId, ModelRecord, Precision, Store};
 
 /// How held-out matrices are timed.
 pub enum Evaluator<'a> {
     /// Re-timed now on the device, back to back.
     Device(&'a pipeline::Env, LabelOptions),
-    /// From the results database alone (no device).
-    Stored(&'a Store, DeviceId),
+    /// From the results database alone (no device), in one measurement context.
+    Stored(&'a Store, DeviceId, ContextId),
 }
 
 /// Everything the end of a run needs besides the labels.
@@ -191,13 +191,18 @@ impl Finish<'_> {
                 )
                 .await
             }
-            Evaluator::Stored(store, device) => {
+            Evaluator::Stored(store, device, context) => {
                 let mut rows = Vec::new();
                 for l in test {
                     let item = &self.items[l.item];
-                    let times =
-                        label::stored_plan_times(store, *device, precision, l.labels.matrix)
-                            .await?;
+                    let times = label::stored_plan_times(
+                        store,
+                        *device,
+                        precision,
+                        *context,
+                        l.labels.matrix,
+                    )
+                    .await?;
                     let a = item.load()?;
                     let row = match precision {
                         Precision::F32 => evaluate::evaluate_stored(
@@ -239,11 +244,12 @@ fn write(
 }
 
 /// The labels of every corpus item that the database holds complete for `device`
-/// in `precision`, without a device. Returns them and the names of items whose
+/// in `precision` and measurement context `context`, without a device. Returns them and the names of items whose
 /// labelling was started but not finished.
 pub async fn labelled_from_store(
     store: &Store,
     device: DeviceId,
+    context: ContextId,
     items: &[Item],
     precision: Precision,
 ) -> Result<(Vec<Labelled>, Vec<String>)> {
@@ -261,9 +267,12 @@ pub async fn labelled_from_store(
         let a64 = item.load()?;
         let l = match precision {
             Precision::F32 => {
-                from_store(store, device, precision, i, item, &a64.cast::<f32>()).await?
+                let a = a64.cast::<f32>();
+                from_store(store, (device, context), precision, i, item, &a).await?
             }
-            Precision::F64 => from_store(store, device, precision, i, item, &a64).await?,
+            Precision::F64 => {
+                from_store(store, (device, context), precision, i, item, &a64).await?
+            }
         };
         match l {
             Some(Some(l)) => out.push(l),
@@ -278,7 +287,7 @@ pub async fn labelled_from_store(
 /// its labels are incomplete.
 async fn from_store<T: sparse::Scalar>(
     store: &Store,
-    device: DeviceId,
+    (device, context): (DeviceId, ContextId),
     precision: Precision,
     idx: usize,
     item: &Item,
@@ -292,6 +301,7 @@ async fn from_store<T: sparse::Scalar>(
         store,
         device,
         precision,
+        context,
         m.id,
         &item.name,
         features,

@@ -10,9 +10,10 @@ use engine::{DeviceScalar, Engine, LaunchMode};
 use rand::{Rng, SeedableRng};
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
 use store::{
-    DeviceId, FeatureVector, MatrixId, MatrixRecord, MeasurementKey, NewMeasurement, PlanRecord,
-    Precision, RunId, Store, Target,
+    ContextId, DeviceId, FeatureVector, MatrixId, MatrixRecord, MeasurementContext, MeasurementKey,
+    NewMeasurement, PlanRecord, Precision, RunId, Store, Target,
 };
 
 /// How kernels are timed while labelling.
@@ -24,8 +25,20 @@ pub struct LabelOptions {
     pub min_reps: usize,
     /// Most timed repetitions.
     pub max_reps: usize,
-    /// Aim for about this much kernel time per measurement (ms), within the bounds above.
+    /// Aim for about this much kernel time in a measurement's first batch (ms),
+    /// within the bounds above.
     pub target_ms: f64,
+    /// More repetitions until the median's 95% CI half-width is within this
+    /// fraction of the median (0: the first batch only; see `engine::TimingPolicy`).
+    pub ci_target: f64,
+    /// Most repetitions of one measurement, adaptive batches included.
+    pub ci_max_reps: usize,
+    /// Most wall time (ms) the adaptive batches of one measurement may take.
+    pub ci_budget_ms: f64,
+    /// The adaptive batches of a matrix may take at most this share of the time
+    /// its first batches took (plus one `ci_budget_ms`): 0.5 bounds the
+    /// labelling time of a matrix at about 1.5 times that of fixed repetitions.
+    pub ci_extra_share: f64,
     /// A kernel whose first run on a bin is this many times slower than the best
     /// kernel measured so far on that bin is recorded from that one run (it cannot
     /// be the label: the machines' noise is far below this factor). 0 disables it.
@@ -42,6 +55,10 @@ impl Default for LabelOptions {
             min_reps: 3,
             max_reps: 25,
             target_ms: 4.0,
+            ci_target: engine::TimingPolicy::default().ci_target,
+            ci_max_reps: engine::TimingPolicy::default().ci_max_reps,
+            ci_budget_ms: engine::TimingPolicy::default().ci_budget_ms,
+            ci_extra_share: 0.5,
             hopeless_factor: 8.0,
             stale_after: crate::runs::DEFAULT_STALE_AFTER,
         }
@@ -57,6 +74,8 @@ pub struct SchemePlan {
     pub total_ms: f64,
     /// Sum of its bins timed alone (ms).
     pub bins_sum_ms: f64,
+    /// Relative half-width of the 95% CI of `total_ms` (0 when unknown).
+    pub ci_rel: f64,
 }
 
 /// Everything labelling learned about one matrix.
@@ -70,6 +89,9 @@ pub struct MatrixLabels {
     pub features: Features,
     /// Per (scheme, bin): each kernel's time on that bin alone (ms).
     pub bins: BTreeMap<(Scheme, usize), Vec<(KernelId, f64)>>,
+    /// Per (scheme, bin): the relative 95% CI half-width of each time in `bins`
+    /// (same order; 0 when unknown: legacy rows, a single hopeless run).
+    pub bin_ci: BTreeMap<(Scheme, usize), Vec<(KernelId, f64)>>,
     /// Per scheme, its best plan.
     pub plans: BTreeMap<Scheme, SchemePlan>,
 }
@@ -162,6 +184,86 @@ fn rows_signature(b: &Binning, bin: usize) -> RowsSignature {
     (*h.finalize().as_bytes(), n)
 }
 
+/// One timing as labelling keeps it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timed {
+    /// Median kernel time (ms).
+    pub median_ms: f64,
+    /// Interquartile range (ms).
+    pub spread_ms: f64,
+    /// Timed repetitions.
+    pub reps: u32,
+    /// Relative half-width of the median's 95% CI, when finite.
+    pub ci_rel: Option<f64>,
+}
+
+impl Timed {
+    /// From the engine's statistics.
+    pub fn of(st: &engine::TimeStats) -> Timed {
+        Timed {
+            median_ms: st.median_ms,
+            spread_ms: st.spread * st.median_ms,
+            reps: st.reps as u32,
+            ci_rel: st.ci_rel.is_finite().then_some(st.ci_rel),
+        }
+    }
+
+    /// From a stored measurement.
+    fn stored(m: &NewMeasurement) -> Timed {
+        Timed {
+            median_ms: m.median_ms,
+            spread_ms: m.spread_ms,
+            reps: m.repetitions,
+            ci_rel: m.ci_rel,
+        }
+    }
+}
+
+/// Kernels whose first run is more than this fraction slower than the best so
+/// far on a bin are no contenders: their first batch is kept without adaptive
+/// repetitions (a 2% CI cannot bring them within noise of the best).
+const CONTENDER_MARGIN: f64 = 0.25;
+
+/// The time a matrix may spend on adaptive batches: `share` of the time its
+/// first batches took, plus one measurement's budget.
+struct ExtraBudget {
+    start: Instant,
+    extra_ms: f64,
+    share: f64,
+}
+
+impl ExtraBudget {
+    fn new(share: f64) -> ExtraBudget {
+        ExtraBudget {
+            start: Instant::now(),
+            extra_ms: 0.0,
+            share,
+        }
+    }
+
+    /// `policy` with its adaptive budget cut to what this matrix has left.
+    fn limit(&self, mut policy: engine::TimingPolicy) -> engine::TimingPolicy {
+        let spent = self.start.elapsed().as_secs_f64() * 1e3;
+        let left = self.share * (spent - self.extra_ms) + policy.ci_budget_ms - self.extra_ms;
+        policy.ci_budget_ms = policy.ci_budget_ms.min(left.max(0.0));
+        policy
+    }
+
+    fn spend(&mut self, st: &engine::TimeStats) {
+        self.extra_ms += st.extra_ms;
+    }
+}
+
+/// The measurement context of this build on `engine` in `precision`: the
+/// kernel sources' hash, the program's build options and the engine version.
+pub fn current_context(engine: &Engine, precision: Precision) -> Result<MeasurementContext> {
+    Ok(MeasurementContext {
+        kernel_sources_hash: selector::KernelSources::of(engine::kernels::SOURCES).hash,
+        build_options: engine.build_options(precision)?,
+        engine_version: engine::engine_version(),
+    })
+}
+
 impl Labeller<'_> {
     /// Registers the matrix in the database and returns its id.
     pub async fn register<T: DeviceScalar>(
@@ -185,6 +287,12 @@ impl Labeller<'_> {
             .await?)
     }
 
+    /// The stored id of this build's measurement context in `precision`.
+    pub async fn context(&self, precision: Precision) -> Result<ContextId> {
+        let c = current_context(self.engine, precision)?;
+        Ok(self.store.upsert_context(&c).await?)
+    }
+
     /// The engine's timing policy with these options.
     fn policy(&self) -> engine::TimingPolicy {
         engine::TimingPolicy {
@@ -192,12 +300,16 @@ impl Labeller<'_> {
             min_reps: self.opts.min_reps,
             max_reps: self.opts.max_reps,
             target_ms: self.opts.target_ms,
+            ci_target: self.opts.ci_target,
+            ci_max_reps: self.opts.ci_max_reps,
+            ci_budget_ms: self.opts.ci_budget_ms,
         }
     }
 
-    /// Labels one matrix in precision `T`: times what the database lacks, stores
-    /// it, and returns the complete labels. `deadline` stops between measurements
-    /// (the labels returned are then partial and `Ok(None)` is returned).
+    /// Labels one matrix in precision `T`: times what the database lacks (in
+    /// this build's context), stores it, and returns the complete labels.
+    /// `deadline` stops between measurements (the labels returned are then
+    /// partial and `Ok(None)` is returned).
     pub async fn label<T: DeviceScalar>(
         &self,
         name: &str,
@@ -208,17 +320,15 @@ impl Labeller<'_> {
         let features = Features::of(a);
         let matrix = self.register(name, source, a, &features).await?;
         let precision = precision_of::<T>();
-        let mut have: HashMap<MeasurementKey, (f64, f64, u32)> = self
+        let context = self.context(precision).await?;
+        // Keys carry the context: timings of other contexts are never reused.
+        let mut have: HashMap<MeasurementKey, Timed> = self
             .store
             .measurements_for(matrix, self.device, precision)
             .await?
             .into_iter()
-            .map(|m| {
-                (
-                    m.data.key,
-                    (m.data.median_ms, m.data.spread_ms, m.data.repetitions),
-                )
-            })
+            .filter(|m| m.data.key.context == context)
+            .map(|m| (m.data.key.clone(), Timed::stored(&m.data)))
             .collect();
         let key = |scheme: Scheme, target: Target| MeasurementKey {
             matrix,
@@ -226,6 +336,7 @@ impl Labeller<'_> {
             precision,
             scheme,
             target,
+            context,
         };
         let dm = self
             .engine
@@ -233,12 +344,14 @@ impl Labeller<'_> {
             .with_context(|| format!("uploading {name}"))?;
         let x = test_vector::<T>(a.ncols());
         let kernels = kernel_order();
-        let mut by_rows: HashMap<(RowsSignature, KernelId), (f64, f64, u32)> = HashMap::new();
+        let mut by_rows: HashMap<(RowsSignature, KernelId), Timed> = HashMap::new();
+        let mut budget = ExtraBudget::new(self.opts.ci_extra_share);
         let mut out = MatrixLabels {
             matrix,
             name: name.to_string(),
             features,
             bins: BTreeMap::new(),
+            bin_ci: BTreeMap::new(),
             plans: BTreeMap::new(),
         };
         let out_of_time = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
@@ -251,7 +364,7 @@ impl Labeller<'_> {
             let mut bins_sum = 0.0;
             for bin in binning.nonempty_bins() {
                 let sig = rows_signature(&binning, bin);
-                let mut times: Vec<(KernelId, f64)> = Vec::new();
+                let mut times: Vec<(KernelId, Timed)> = Vec::new();
                 let mut best = f64::INFINITY;
                 for &k in &kernels {
                     let kkey = key(
@@ -265,21 +378,20 @@ impl Labeller<'_> {
                         m
                     } else if let Some(&m) = by_rows.get(&(sig, k)) {
                         // Same rows already timed under another scheme: same launch.
-                        self.store_time(&kkey, m.0, m.1, m.2).await?;
+                        self.store_time(&kkey, m).await?;
                         m
                     } else {
                         if out_of_time() {
                             return Ok(None);
                         }
-                        let m = self.time_bin(&dm, &binning, bin, k, &x, best)?;
-                        self.store_time(&kkey, m.0, m.1, m.2).await?;
+                        let m = self.time_bin(&dm, &binning, bin, k, &x, best, &mut budget)?;
+                        self.store_time(&kkey, m).await?;
                         m
                     };
-                    let t = m.0;
                     have.insert(kkey, m);
                     by_rows.insert((sig, k), m);
-                    best = best.min(t);
-                    times.push((k, t));
+                    best = best.min(m.median_ms);
+                    times.push((k, m));
                 }
                 bins_sum += keep_bin(&mut out, &mut plan, bin, times);
             }
@@ -287,51 +399,60 @@ impl Labeller<'_> {
                 continue;
             }
             let pkey = key(scheme, Target::plan(&plan)?);
-            let total = if let Some(&(t, _, _)) = have.get(&pkey) {
-                t
+            let total = if let Some(&m) = have.get(&pkey) {
+                m
             } else {
                 if out_of_time() {
                     return Ok(None);
                 }
-                let st = self.time_whole(&dm, &binning, &plan, &x)?;
-                self.store_time(
-                    &pkey,
-                    st.median_ms,
-                    st.spread * st.median_ms,
-                    st.reps as u32,
-                )
-                .await?;
-                st.median_ms
+                let st = self.time_whole(&dm, &binning, &plan, &x, &mut budget)?;
+                let m = Timed::of(&st);
+                self.store_time(&pkey, m).await?;
+                m
             };
-            have.insert(pkey, (total, 0.0, 1));
+            have.insert(pkey, total);
             out.plans.insert(
                 scheme,
                 SchemePlan {
                     plan,
-                    total_ms: total,
+                    total_ms: total.median_ms,
                     bins_sum_ms: bins_sum,
+                    ci_rel: total.ci_rel.unwrap_or(0.0),
                 },
             );
         }
+        self.store_plans(&out, precision, context).await?;
+        Ok(Some(out))
+    }
+
+    /// Stores each scheme's best plan, the oracle flagged.
+    async fn store_plans(
+        &self,
+        out: &MatrixLabels,
+        precision: Precision,
+        context: ContextId,
+    ) -> Result<()> {
         let oracle = out.oracle().map(|(s, _)| s);
         for (scheme, sp) in &out.plans {
             self.store
                 .upsert_plan(&PlanRecord {
-                    matrix,
+                    matrix: out.matrix,
                     device: self.device,
                     precision,
                     plan: sp.plan.clone(),
                     total_ms: sp.total_ms,
                     bins_sum_ms: Some(sp.bins_sum_ms),
                     is_oracle: Some(*scheme) == oracle,
+                    context,
                 })
                 .await?;
         }
-        Ok(Some(out))
+        Ok(())
     }
 
     /// Times one kernel on one bin: a first run, then (unless hopeless) the
-    /// warm-up and repetitions. Returns (median ms, spread ms, repetitions).
+    /// warm-up and repetitions, adaptive only for contenders of the best so far.
+    #[allow(clippy::too_many_arguments)]
     fn time_bin<T: DeviceScalar>(
         &self,
         dm: &engine::DeviceMatrix<T>,
@@ -340,7 +461,8 @@ impl Labeller<'_> {
         k: KernelId,
         x: &[T],
         best_so_far: f64,
-    ) -> Result<(f64, f64, u32)> {
+        budget: &mut ExtraBudget,
+    ) -> Result<Timed> {
         let pp = self
             .engine
             .prepare_bins(dm, binning, &[(bin, k)], LaunchMode::PerBin)?;
@@ -349,27 +471,25 @@ impl Labeller<'_> {
             && best_so_far.is_finite()
             && first.median_ms > self.opts.hopeless_factor * best_so_far
         {
-            return Ok((first.median_ms, 0.0, 1));
+            return Ok(Timed::of(&first));
         }
-        let st = self
-            .engine
-            .measure(dm, &pp, x, &self.policy(), first.median_ms)?;
-        Ok((st.median_ms, st.spread * st.median_ms, st.reps as u32))
+        let mut policy = budget.limit(self.policy());
+        if first.median_ms > (1.0 + CONTENDER_MARGIN) * best_so_far {
+            policy.ci_target = 0.0;
+        }
+        let st = self.engine.measure(dm, &pp, x, &policy, first.median_ms)?;
+        budget.spend(&st);
+        Ok(Timed::of(&st))
     }
 
-    async fn store_time(
-        &self,
-        key: &MeasurementKey,
-        median_ms: f64,
-        spread_ms: f64,
-        reps: u32,
-    ) -> Result<()> {
+    async fn store_time(&self, key: &MeasurementKey, m: Timed) -> Result<()> {
         self.store
             .insert_measurement(&NewMeasurement {
                 key: key.clone(),
-                median_ms,
-                spread_ms,
-                repetitions: reps,
+                median_ms: m.median_ms,
+                spread_ms: m.spread_ms,
+                repetitions: m.reps,
+                ci_rel: m.ci_rel,
                 run: self.run,
             })
             .await?;
@@ -377,19 +497,24 @@ impl Labeller<'_> {
     }
 
     /// Times a plan as a whole: a first run to size the repetitions, then the
-    /// warm-up and the timed runs.
+    /// warm-up and the timed runs (adaptive within the matrix's budget).
     fn time_whole<T: DeviceScalar>(
         &self,
         dm: &engine::DeviceMatrix<T>,
         binning: &Binning,
         plan: &Plan,
         x: &[T],
+        budget: &mut ExtraBudget,
     ) -> Result<engine::TimeStats> {
         let pp = self
             .engine
             .prepare_binned(dm, binning, plan, LaunchMode::default())?;
         let est = self.engine.time(dm, &pp, x, 0, 1)?.median_ms;
-        Ok(self.engine.measure(dm, &pp, x, &self.policy(), est)?)
+        let st = self
+            .engine
+            .measure(dm, &pp, x, &budget.limit(self.policy()), est)?;
+        budget.spend(&st);
+        Ok(st)
     }
 
     /// Times a given plan as a whole, now, and stores it under its plan key when
@@ -402,16 +527,18 @@ impl Labeller<'_> {
         plan: &Plan,
         x: &[T],
     ) -> Result<f64> {
+        let precision = precision_of::<T>();
         let key = MeasurementKey {
             matrix,
             device: self.device,
-            precision: precision_of::<T>(),
+            precision,
             scheme: plan.scheme,
             target: Target::plan(plan)?,
+            context: self.context(precision).await?,
         };
-        let st = self.time_whole(dm, binning, plan, x)?;
-        self.store_time(&key, st.median_ms, st.spread * st.median_ms, st.reps as u32)
-            .await?;
+        let mut budget = ExtraBudget::new(self.opts.ci_extra_share);
+        let st = self.time_whole(dm, binning, plan, x, &mut budget)?;
+        self.store_time(&key, Timed::of(&st)).await?;
         Ok(st.median_ms)
     }
 }
@@ -419,20 +546,23 @@ impl Labeller<'_> {
 /// The labels of one matrix rebuilt from the database alone, without a device:
 /// what [`Labeller::label`] would return once everything is measured. `None` when
 /// any measurement it needs is missing (labelling of that matrix was cut short).
+#[allow(clippy::too_many_arguments)]
 pub async fn labels_from_store(
     store: &Store,
     device: DeviceId,
     precision: Precision,
+    context: ContextId,
     matrix: MatrixId,
     name: &str,
     features: Features,
     row_ptr: &[u32],
 ) -> Result<Option<MatrixLabels>> {
-    let have: HashMap<MeasurementKey, f64> = store
+    let have: HashMap<MeasurementKey, Timed> = store
         .measurements_for(matrix, device, precision)
         .await?
         .into_iter()
-        .map(|m| (m.data.key, m.data.median_ms))
+        .filter(|m| m.data.key.context == context)
+        .map(|m| (m.data.key.clone(), Timed::stored(&m.data)))
         .collect();
     let key = |scheme: Scheme, target: Target| MeasurementKey {
         matrix,
@@ -440,6 +570,7 @@ pub async fn labels_from_store(
         precision,
         scheme,
         target,
+        context,
     };
     let kernels = kernel_order();
     let mut out = MatrixLabels {
@@ -447,6 +578,7 @@ pub async fn labels_from_store(
         name: name.to_string(),
         features,
         bins: BTreeMap::new(),
+        bin_ci: BTreeMap::new(),
         plans: BTreeMap::new(),
     };
     for scheme in Scheme::all() {
@@ -480,8 +612,9 @@ pub async fn labels_from_store(
             scheme,
             SchemePlan {
                 plan,
-                total_ms: total,
+                total_ms: total.median_ms,
                 bins_sum_ms: bins_sum,
+                ci_rel: total.ci_rel.unwrap_or(0.0),
             },
         );
     }
@@ -494,12 +627,14 @@ pub async fn stored_plan_times(
     store: &Store,
     device: DeviceId,
     precision: Precision,
+    context: ContextId,
     matrix: MatrixId,
 ) -> Result<HashMap<String, f64>> {
     Ok(store
         .measurements_for(matrix, device, precision)
         .await?
         .into_iter()
+        .filter(|m| m.data.key.context == context)
         .filter_map(|m| match m.data.key.target {
             Target::Plan(json) => Some((json, m.data.median_ms)),
             Target::Bin { .. } => None,
@@ -507,20 +642,52 @@ pub async fn stored_plan_times(
         .collect())
 }
 
-/// Keeps a bin's kernel times in `out` and gives the bin its fastest kernel in
-/// `plan`; returns that kernel's time.
+/// Keeps a bin's kernel times (and their CIs) in `out` and gives the bin its
+/// fastest kernel in `plan`; returns that kernel's time.
 fn keep_bin(
     out: &mut MatrixLabels,
     plan: &mut Plan,
     bin: usize,
-    times: Vec<(KernelId, f64)>,
+    times: Vec<(KernelId, Timed)>,
 ) -> f64 {
     let (bk, bt) = times
         .iter()
-        .copied()
+        .map(|(k, t)| (*k, t.median_ms))
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .expect("at least one kernel");
     plan.kernels.push((bin, bk));
-    out.bins.insert((plan.scheme, bin), times);
+    let key = (plan.scheme, bin);
+    out.bin_ci.insert(
+        key,
+        times
+            .iter()
+            .map(|(k, t)| (*k, t.ci_rel.unwrap_or(0.0)))
+            .collect(),
+    );
+    out.bins
+        .insert(key, times.iter().map(|(k, t)| (*k, t.median_ms)).collect());
     bt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExtraBudget;
+
+    #[test]
+    fn the_adaptive_budget_of_a_matrix_is_a_share_of_its_base_time() {
+        let policy = engine::TimingPolicy::default();
+        let mut b = ExtraBudget::new(0.5);
+        // At the start: one measurement's budget.
+        assert!((b.limit(policy).ci_budget_ms - policy.ci_budget_ms).abs() < 1.0);
+        // 100 ms of base time, 40 ms already spent on adaptive batches: the
+        // allowance 0.5 * 60 + 20 - 40 = 10 ms.
+        b.start -= std::time::Duration::from_millis(100);
+        b.extra_ms = 40.0;
+        let left = b.limit(policy).ci_budget_ms;
+        assert!((9.0..=11.0).contains(&left), "{left}");
+        // Spent beyond the share: nothing left.
+        b.extra_ms = 90.0;
+        assert_eq!(b.limit(policy).ci_budget_ms, 0.0);
+        assert_eq!(b.limit(policy).ci_target, policy.ci_target);
+    }
 }

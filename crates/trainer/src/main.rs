@@ -73,9 +73,24 @@ struct Common {
     /// Fewest timed repetitions per measurement.
     #[arg(long, global = true, default_value_t = 3)]
     min_reps: usize,
-    /// Most timed repetitions per measurement.
+    /// Most timed repetitions of a measurement's first batch.
     #[arg(long, global = true, default_value_t = 25)]
     max_reps: usize,
+    /// Time more repetitions until the median's 95% confidence interval is
+    /// within this fraction of it (0 = first batch only, the old fixed count).
+    #[arg(long, global = true, env = "SPMV_CI_TARGET", default_value_t = engine::TimingPolicy::default().ci_target)]
+    ci_target: f64,
+    /// Most repetitions of one measurement, adaptive batches included.
+    #[arg(long, global = true, env = "SPMV_CI_MAX_REPS", default_value_t = engine::TimingPolicy::default().ci_max_reps)]
+    ci_max_reps: usize,
+    /// Most wall time (ms) the adaptive batches of one measurement may take.
+    #[arg(long, global = true, env = "SPMV_CI_BUDGET_MS", default_value_t = engine::TimingPolicy::default().ci_budget_ms)]
+    ci_budget_ms: f64,
+    /// Adaptive batches of a matrix may take at most this share of the time
+    /// its first batches took (plus one --ci-budget-ms): 0.5 keeps labelling
+    /// within about 1.5x the time of fixed repetitions.
+    #[arg(long, global = true, env = "SPMV_CI_EXTRA_SHARE", default_value_t = LabelOptions::default().ci_extra_share)]
+    ci_extra_share: f64,
     /// A training run left `running` with no heartbeat for this many minutes is
     /// marked interrupted when labelling starts (one whose process is gone on
     /// this host is marked at once).
@@ -121,6 +136,11 @@ enum Command {
         /// when it holds several.
         #[arg(long)]
         device_name: Option<String>,
+        /// The measurement context to fit on: a context hash (or a prefix of 8+
+        /// hex digits) or `legacy` (timings stored before contexts were recorded).
+        /// Default: the context of this build's kernels and engine version.
+        #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
+        context: Option<String>,
     },
     /// Evaluate a model on the matrices of a folder (labelling them first when needed).
     Evaluate {
@@ -183,6 +203,10 @@ impl Common {
         LabelOptions {
             min_reps: self.min_reps,
             max_reps: self.max_reps.max(self.min_reps),
+            ci_target: self.ci_target.max(0.0),
+            ci_max_reps: self.ci_max_reps,
+            ci_budget_ms: self.ci_budget_ms.max(0.0),
+            ci_extra_share: self.ci_extra_share.max(0.0),
             stale_after: std::time::Duration::try_from_secs_f64(
                 self.stale_run_minutes.max(0.0) * 60.0,
             )
@@ -293,8 +317,9 @@ async fn main() -> Result<()> {
         Command::Run => run(&c).await,
         Command::Fit {
             from_db,
+            context,
             device_name,
-        } => fit_from_db(&c, &from_db, device_name.as_deref()).await,
+        } => fit_from_db(&c, &from_db, device_name.as_deref(), context.as_deref()).await,
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
 }
@@ -371,7 +396,12 @@ async fn run(c: &Common) -> Result<()> {
 }
 
 /// `trainer fit --from-db`: models and report from a results database alone.
-async fn fit_from_db(c: &Common, db: &str, device_name: Option<&str>) -> Result<()> {
+async fn fit_from_db(
+    c: &Common,
+    db: &str,
+    device_name: Option<&str>,
+    context: Option<&str>,
+) -> Result<()> {
     let store = store::Store::connect(Some(db))
         .await
         .with_context(|| format!("opening the results database {db}"))?;
@@ -411,11 +441,15 @@ async fn fit_from_db(c: &Common, db: &str, device_name: Option<&str>) -> Result<
         serde_json::json!({"fitted_from_database": true}),
         pipeline::device_report_dir(&rec.name),
     )?;
-    let ev = Evaluator::Stored(&store, dev.id);
     let mut written = 0;
     for precision in c.precisions()? {
+        let Some(ctx) = pick_context(&store, dev.id, precision, context).await? else {
+            println!("{precision}: no measurements of this device in the database");
+            continue;
+        };
+        let ev = Evaluator::Stored(&store, dev.id, ctx);
         let (labelled, partial) =
-            finish::labelled_from_store(&store, dev.id, &items, precision).await?;
+            finish::labelled_from_store(&store, dev.id, ctx, &items, precision).await?;
         println!(
             "{precision}: {} matrices fully labelled in the database, {} incomplete or absent on this device",
             labelled.len(),
@@ -435,6 +469,70 @@ async fn fit_from_db(c: &Common, db: &str, device_name: Option<&str>) -> Result<
         );
     }
     Ok(())
+}
+
+/// The measurement context `fit --from-db` fits on in `precision`: the one
+/// named, else the one of this build (same kernel sources and engine version;
+/// build options are the device's, so any, when only one matches). `None` when
+/// the device has no measurements in this precision.
+async fn pick_context(
+    store: &store::Store,
+    device: store::DeviceId,
+    precision: Precision,
+    wanted: Option<&str>,
+) -> Result<Option<store::ContextId>> {
+    let used = store.contexts_used(device, precision).await?;
+    if used.is_empty() {
+        return Ok(None);
+    }
+    let listing = used
+        .iter()
+        .map(|(c, n)| {
+            format!(
+                "{} (engine {}, {n} measurements)",
+                &c.hash[..c.hash.len().min(16)],
+                c.context.engine_version
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let chosen: Vec<&store::StoredContext> = match wanted {
+        Some(h) => {
+            let c = store
+                .context_by_hash(h)
+                .await?
+                .with_context(|| format!("no measurement context '{h}' (stored: {listing})"))?;
+            used.iter()
+                .map(|(u, _)| u)
+                .filter(|u| u.id == c.id)
+                .collect()
+        }
+        None => {
+            let kernels = selector::KernelSources::of(engine::kernels::SOURCES).hash;
+            let version = engine::engine_version();
+            used.iter()
+                .map(|(u, _)| u)
+                .filter(|u| {
+                    u.context.kernel_sources_hash == kernels && u.context.engine_version == version
+                })
+                .collect()
+        }
+    };
+    match chosen.as_slice() {
+        [one] => {
+            eprintln!(
+                "trainer fit: {precision} on measurement context {} (engine {}, options '{}')",
+                one.hash, one.context.engine_version, one.context.build_options
+            );
+            Ok(Some(one.id))
+        }
+        [] => bail!(
+            "{precision}: no measurements of this device in the {} context; stored contexts: \
+             {listing}; choose one with --context HASH (or --context legacy)",
+            wanted.unwrap_or("current build's")
+        ),
+        _ => bail!("{precision}: several contexts match this build ({listing}); choose one with --context HASH"),
+    }
 }
 
 fn evaluate_print(rows: &[trainer::evaluate::EvalRow]) {

@@ -128,6 +128,11 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
     assert!(lc.failed.is_empty(), "{:?}", lc.failed);
     assert_eq!(lc.f64.len(), items.len());
     let kernels = trainer::label::kernel_order();
+    let context = env
+        .labeller(None, quick())
+        .context(Precision::F64)
+        .await
+        .unwrap();
     for l in &lc.f64 {
         let a = items[l.item].load().unwrap();
         // Every scheme, every non-empty bin, every kernel.
@@ -155,13 +160,38 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
         assert_eq!(op.plan.scheme, fastest.0.scheme, "{}", l.labels.name);
         let stored = env
             .store
-            .oracle_plan(l.labels.matrix, env.device, Precision::F64)
+            .oracle_plan(l.labels.matrix, env.device, Precision::F64, context)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(stored.record.plan.scheme, os);
         assert_eq!(l.samples.stage2.len(), l.labels.bins.len());
     }
+
+    // Every timing is stored in this build's context, most with a CI.
+    let stored = env
+        .store
+        .measurements_for(lc.f64[0].labels.matrix, env.device, Precision::F64)
+        .await
+        .unwrap();
+    assert!(stored.iter().all(|m| m.data.key.context == context));
+    assert!(stored.iter().any(|m| m.data.ci_rel.is_some()));
+
+    // A timing of another context (older engine) for a key already measured:
+    // a resume neither reuses it nor is disturbed by it.
+    let old = env
+        .store
+        .upsert_context(&store::MeasurementContext {
+            engine_version: "0.0.0+timing1".into(),
+            ..trainer::label::current_context(&env.engine, Precision::F64).unwrap()
+        })
+        .await
+        .unwrap();
+    assert_ne!(old, context);
+    let mut stale = stored[0].data.clone();
+    stale.key.context = old;
+    stale.median_ms = 1e6;
+    assert!(env.store.insert_measurement(&stale).await.unwrap());
 
     // Resume: nothing is timed again and the labels are the same.
     let before = env.store.measurement_count().await.unwrap();

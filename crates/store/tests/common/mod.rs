@@ -4,9 +4,12 @@
 use sparse::plan::{KernelId, Plan};
 use sparse::{Features, Scheme, FEATURE_NAMES};
 use store::{
-    DeviceId, DeviceRecord, FeatureVector, MatrixId, MatrixRecord, MeasurementKey, NewMeasurement,
-    Precision, RunId, Store, Target,
+    ContextId, DeviceId, DeviceRecord, FeatureVector, MatrixId, MatrixRecord, MeasurementKey,
+    NewMeasurement, Precision, RunId, Store, Target,
 };
+
+/// The legacy context, which every migrated database has (id 1).
+pub const LEGACY: ContextId = ContextId(1);
 
 /// A device description.
 pub fn device(name: &str) -> DeviceRecord {
@@ -51,6 +54,7 @@ pub fn bin_key(
         precision,
         scheme,
         target: Target::Bin { bin, kernel },
+        context: LEGACY,
     }
 }
 
@@ -61,6 +65,7 @@ pub fn timing(key: MeasurementKey, ms: f64, run: Option<RunId>) -> NewMeasuremen
         median_ms: ms,
         spread_ms: ms / 10.0,
         repetitions: 25,
+        ci_rel: Some(0.01),
         run,
     }
 }

@@ -564,6 +564,16 @@ mod tests {
     }
 
     #[test]
+    fn merge_tile_fix_up_levels_shrink_by_the_tile() {
+        assert!(merge_tile_levels(1, 1024).is_empty());
+        assert_eq!(merge_tile_levels(2, 1024), vec![2]);
+        assert_eq!(merge_tile_levels(1024, 1024), vec![1024]);
+        assert_eq!(merge_tile_levels(1025, 1024), vec![1025, 2]);
+        assert_eq!(merge_tile_levels(5001, 12), vec![5001, 417, 35, 3]);
+        assert_eq!(merge_tile_levels(7, 2), vec![7, 4, 2]);
+    }
+
+    #[test]
     fn row_blocks_cover_every_row_once() {
         let mut p = KernelParams::defaults(Precision::F32);
         p.nnz_per_wg = 8;

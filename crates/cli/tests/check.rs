@@ -75,7 +75,10 @@ fn merge_tile_parameters_given_to_check_are_the_ones_checked() {
     }
     assert!(ok, "{text}");
     assert!(text.contains("merge tile 4 x 3 items"), "{text}");
-    assert!(text.contains(&format!("({} kernels", sparse::KernelId::all().len())), "{text}");
+    assert!(
+        text.contains(&format!("({} kernels", sparse::KernelId::all().len())),
+        "{text}"
+    );
     assert!(text.contains(": 0 mismatches"), "{text}");
     let (ok, text) = spmv(&["check", &m, "--kernel-params", "mt_wg=1,mt_items=1"]);
     assert!(!ok && text.contains("at least 2 items"), "{text}");

@@ -266,7 +266,7 @@ impl PerfModel {
             .into_iter()
             .filter(|k| {
                 let col = format!("nnz_share_{}", k.name());
-                self.features.iter().any(|f| *f == col)
+                self.features.contains(&col)
             })
             .collect()
     }

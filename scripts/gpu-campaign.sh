@@ -447,7 +447,7 @@ cmd_rehearse() {
   export CAMPAIGN_MATRICES="$B/rehearse-matrices"
   export CAMPAIGN_CHECK_ARGS=""
   export CAMPAIGN_FIT_RESERVE=0.7
-  export CAMPAIGN_BENCH_ARGS="--reps 3 --warmup 1 --copy-mb 32 --kernels serial,subvector8,vector,csr_adaptive,merge_path --gen stencil2d:20k"
+  export CAMPAIGN_BENCH_ARGS="--reps 3 --warmup 1 --copy-mb 32 --kernels serial,subvector8,vector,csr_adaptive,merge_path,merge_tile --gen stencil2d:20k"
   export CAMPAIGN_CUSPARSE_ARGS="--stencil2d 20000"
   export CAMPAIGN_REQUEST_ARGS="--nnz 20000 --calls 3 --warmup 1"
   export CAMPAIGN_TRAIN_ARGS="--min-reps 2 --max-reps 3"

@@ -33,6 +33,10 @@ pub struct Args {
     /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
     #[arg(long)]
     pub device: Option<String>,
+    /// Kernel parameters, reduction path and program cache, as for `spmv bench`
+    /// (so parameters being tuned on a device are checked first).
+    #[command(flatten)]
+    pub engine: crate::engine_args::EngineArgs,
 }
 
 /// Rows of the given lengths over `ncols` columns, spread evenly, deterministic values.
@@ -236,11 +240,15 @@ pub fn run(args: Args) -> Result<()> {
     if files.is_empty() && gens.is_empty() && !args.awkward {
         bail!("nothing to check: give matrix files, folders, --gen FAMILY:NNZ or --awkward");
     }
-    let engine = Engine::new(args.device.as_deref())?;
+    let engine = Engine::with_config(&args.engine.config(args.device.as_deref()))?;
     let info = engine.info().clone();
     eprintln!(
-        "# check on {} / {} (driver {})",
-        info.platform, info.name, info.driver
+        "# check on {} / {} (driver {}); merge tile {} x {} items (f64)",
+        info.platform,
+        info.name,
+        info.driver,
+        engine.params(engine::Precision::F64).mt_wg,
+        engine.params(engine::Precision::F64).mt_items
     );
     let mut ck = Checker {
         engine: &engine,

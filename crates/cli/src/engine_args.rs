@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug, Clone)]
 pub struct EngineArgs {
     /// Kernel parameter overrides `name=value,...` (wg_size, vector_wg, adaptive_wg,
-    /// nnz_per_wg, num_rows_stream, nnz_multiplier, mp_items), when tuning a device.
+    /// nnz_per_wg, num_rows_stream, nnz_multiplier, mp_items, mt_wg, mt_items), when tuning a device.
     #[arg(long, env = "SPMV_KERNEL_PARAMS")]
     pub kernel_params: Option<String>,
     /// Reductions by NVIDIA warp shuffles: off (portable barriers), auto (on NVIDIA

@@ -26,7 +26,7 @@ pub struct Args {
     /// Precision of the computation: f32 or f64.
     #[arg(long, default_value = "f64")]
     pub precision: sparse::Precision,
-    /// Kernel to run (any name `spmv bench` prints: serial, subvector2..subvector128, vector, csr_adaptive, merge_path).
+    /// Kernel to run (any name `spmv bench` prints: serial, subvector2..subvector128, vector, csr_adaptive, merge_path, merge_tile).
     #[arg(long)]
     pub kernel: Option<String>,
     /// Binning scheme: `single` or a granularity U.

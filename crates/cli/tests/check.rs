@@ -51,3 +51,35 @@ fn every_kernel_passes_and_bad_input_fails() {
     let (ok, _) = spmv(&["check"]);
     assert!(!ok);
 }
+
+#[test]
+fn merge_tile_parameters_given_to_check_are_the_ones_checked() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sparse/tests/data");
+    let m = data.join("HB__can_229.mtx.gz").display().to_string();
+    // Tiles of 12 items: the 229 rows + 1,777 nonzeros make 168 tiles, so the
+    // fix-up runs a second level; every kernel still checked.
+    let (ok, text) = spmv(&[
+        "check",
+        &m,
+        "--no-plans",
+        "--kernel-params",
+        "mt_wg=4,mt_items=3",
+    ]);
+    if !ok && text.contains("platform") && !text.contains("mismatch") {
+        assert!(
+            !device_required(),
+            "an OpenCL device is required here:\n{text}"
+        );
+        eprintln!("SKIP: no OpenCL device:\n{text}");
+        return;
+    }
+    assert!(ok, "{text}");
+    assert!(text.contains("merge tile 4 x 3 items"), "{text}");
+    assert!(
+        text.contains(&format!("({} kernels", sparse::KernelId::all().len())),
+        "{text}"
+    );
+    assert!(text.contains(": 0 mismatches"), "{text}");
+    let (ok, text) = spmv(&["check", &m, "--kernel-params", "mt_wg=1,mt_items=1"]);
+    assert!(!ok && text.contains("at least 2 items"), "{text}");
+}

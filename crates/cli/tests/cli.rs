@@ -93,6 +93,7 @@ fn run_with_every_named_kernel_and_a_scheme() {
         "subvector8",
         "csr_adaptive",
         "merge_path",
+        "merge_tile",
     ] {
         let o = spmv(&["run", &fixture(CAN), "--kernel", k]);
         assert_exit(&o, 0);

@@ -140,7 +140,8 @@ impl Engine {
 
     /// Opens the device `cfg.device` selects (the best one when `None`). Kernel
     /// parameters are those of [`KernelParams::for_device`] with
-    /// `cfg.kernel_params` applied; programs are built with the reduction path
+    /// `cfg.kernel_params` applied and the merge tile shrunk to fit the
+    /// device's local memory; programs are built with the reduction path
     /// `cfg.warp_shuffle` allows and cached in `cfg.cache_dir`.
     pub fn with_config(cfg: &EngineConfig) -> Result<Engine> {
         let (platform, device, info) = device::select(cfg.device.as_deref())?;
@@ -158,6 +159,12 @@ impl Engine {
                     .map_err(|e| EngineError::Config(format!("kernel parameters: {e}")))?;
             }
         }
+        for (p, k) in [Precision::F32, Precision::F64]
+            .into_iter()
+            .zip(params.iter_mut())
+        {
+            *k = k.fit_local_memory(p, info.local_mem_bytes);
+        }
         Ok(Engine {
             info,
             device,
@@ -173,10 +180,11 @@ impl Engine {
     }
 
     /// Replaces the kernel parameters of one precision (programs are rebuilt on
-    /// next use; matrices uploaded before keep the old program).
+    /// next use; matrices uploaded before keep the old program). The merge tile
+    /// is shrunk to fit the device's local memory, as in [`Engine::with_config`].
     pub fn with_params(mut self, p: Precision, params: KernelParams) -> Result<Engine> {
         params.with_overrides("").map_err(EngineError::Config)?;
-        self.params[p as usize] = params;
+        self.params[p as usize] = params.fit_local_memory(p, self.info.local_mem_bytes);
         self.programs
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())

@@ -16,19 +16,22 @@ pub const VECTOR_CL: &str = include_str!("../../../kernels/vector.cl");
 pub const CSR_ADAPTIVE_CL: &str = include_str!("../../../kernels/csr_adaptive.cl");
 /// Merge-path SpMV and its carry fix-up pass.
 pub const MERGE_PATH_CL: &str = include_str!("../../../kernels/merge_path.cl");
+/// Cooperative (work-group-tiled) merge-path SpMV and its carry fix-up levels.
+pub const MERGE_TILE_CL: &str = include_str!("../../../kernels/merge_tile.cl");
 /// STREAM-like copy for the bandwidth bound.
 pub const COPY_CL: &str = include_str!("../../../kernels/copy.cl");
 
 /// Every kernel source file the engine builds, as `(file name in kernels/, text)`,
 /// in program order (the trainer records their hashes on a model card, the
 /// service refuses models trained with other sources).
-pub const SOURCES: [(&str, &str); 7] = [
+pub const SOURCES: [(&str, &str); 8] = [
     ("prelude.cl", PRELUDE_CL),
     ("serial.cl", SERIAL_CL),
     ("subvector.cl", SUBVECTOR_CL),
     ("vector.cl", VECTOR_CL),
     ("csr_adaptive.cl", CSR_ADAPTIVE_CL),
     ("merge_path.cl", MERGE_PATH_CL),
+    ("merge_tile.cl", MERGE_TILE_CL),
     ("copy.cl", COPY_CL),
 ];
 
@@ -59,6 +62,13 @@ impl DeviceScalar for f64 {
 
 /// Merge-path items per work-item on CPU devices.
 const CPU_MP_ITEMS: usize = 4096;
+/// Merge-tile work-group size and items per work-item on CPU devices (PoCL runs
+/// a work-group as a loop, so a narrow group of long shares has fewer barrier
+/// splits; measured with `spmv bench`).
+const CPU_MT: (usize, usize) = (16, 64);
+/// Merge-tile work-group size and items per work-item on GPUs: a tile of 1024
+/// items, 13.5 KiB of local memory in f64.
+const GPU_MT: (usize, usize) = (128, 8);
 /// CSR-Adaptive work-group size on CPU devices.
 const CPU_ADAPTIVE_WG: usize = 64;
 /// Work-group size of every kernel when the device allows it (the paper's 256).
@@ -92,6 +102,10 @@ pub struct KernelParams {
     pub nnz_multiplier: usize,
     /// Merge path: rows + nonzeros per work-item.
     pub mp_items: usize,
+    /// Merge tile: work-group size (a power of two); one tile per work-group.
+    pub mt_wg: usize,
+    /// Merge tile: rows + nonzeros per work-item (a tile is `mt_wg * mt_items`).
+    pub mt_items: usize,
 }
 
 impl KernelParams {
@@ -108,8 +122,10 @@ impl KernelParams {
         if kind == "cpu" {
             k.mp_items = CPU_MP_ITEMS;
             k.adaptive_wg = CPU_ADAPTIVE_WG;
+            (k.mt_wg, k.mt_items) = CPU_MT;
         }
         let cap = pow2_floor(max_work_group_size.max(1));
+        k.mt_wg = k.mt_wg.min(cap);
         k.wg_size = k.wg_size.min(cap);
         k.vector_wg = k.vector_wg.min(cap);
         k.adaptive_wg = k.adaptive_wg.min(cap);
@@ -135,12 +151,41 @@ impl KernelParams {
             num_rows_stream,
             nnz_multiplier,
             mp_items: 64,
+            mt_wg: GPU_MT.0,
+            mt_items: GPU_MT.1,
         }
+    }
+
+    /// Local memory one merge-tile work-group declares, in bytes, for values of
+    /// precision `p`: the tile's row ends and products, the scan's rows and
+    /// values, and the tile's two bounds.
+    pub fn merge_tile_local_bytes(&self, p: Precision) -> u64 {
+        let v = p.bytes() as u64;
+        let tile = (self.mt_wg * self.mt_items) as u64;
+        tile * (4 + v) + self.mt_wg as u64 * (4 + v) + 8
+    }
+
+    /// Shrinks the merge tile until its local memory fits `local_mem_bytes` (the
+    /// device's `CL_DEVICE_LOCAL_MEM_SIZE`): fewer items per work-item first,
+    /// then a narrower work-group. A device with less than two work-items' worth
+    /// keeps 2 x 1 and fails at build time with the driver's message; 0 (the
+    /// size unknown) changes nothing.
+    pub fn fit_local_memory(mut self, p: Precision, local_mem_bytes: u64) -> KernelParams {
+        if local_mem_bytes == 0 {
+            return self;
+        }
+        while self.merge_tile_local_bytes(p) > local_mem_bytes && self.mt_items > 1 {
+            self.mt_items /= 2;
+        }
+        while self.merge_tile_local_bytes(p) > local_mem_bytes && self.mt_wg > 2 {
+            self.mt_wg /= 2;
+        }
+        self
     }
 
     /// Applies overrides written `name=value,...` (names as the fields:
     /// `wg_size`, `vector_wg`, `nnz_per_wg`, `num_rows_stream`, `nnz_multiplier`,
-    /// `mp_items`), e.g. from [`crate::EngineConfig::kernel_params`] when tuning
+    /// `mp_items`, `mt_wg`, `mt_items`), e.g. from [`crate::EngineConfig::kernel_params`] when tuning
     /// for a new device.
     pub fn with_overrides(mut self, spec: &str) -> Result<KernelParams, String> {
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -162,14 +207,19 @@ impl KernelParams {
                 "num_rows_stream" => self.num_rows_stream = v,
                 "nnz_multiplier" => self.nnz_multiplier = v,
                 "mp_items" => self.mp_items = v,
+                "mt_wg" => self.mt_wg = v,
+                "mt_items" => self.mt_items = v,
                 other => return Err(format!("unknown kernel parameter '{other}'")),
             }
         }
-        if ![self.wg_size, self.vector_wg, self.adaptive_wg]
+        if ![self.wg_size, self.vector_wg, self.adaptive_wg, self.mt_wg]
             .iter()
             .all(|w| w.is_power_of_two())
         {
             return Err("work-group sizes must be powers of two".into());
+        }
+        if self.mt_wg * self.mt_items < 2 {
+            return Err("a merge tile (mt_wg x mt_items) needs at least 2 items".into());
         }
         Ok(self)
     }
@@ -177,7 +227,7 @@ impl KernelParams {
     /// OpenCL build options for this precision and reduction path.
     pub fn build_options(&self, p: Precision, path: ReductionPath) -> String {
         format!(
-            "-DVALUE_TYPE={}{} -DWG_SIZE={} -DVECTOR_WG={} -DADAPTIVE_WG={} -DNNZ_PER_WG={} -DNUM_ROWS_STREAM={} -DMP_ITEMS={}{}",
+            "-DVALUE_TYPE={}{} -DWG_SIZE={} -DVECTOR_WG={} -DADAPTIVE_WG={} -DNNZ_PER_WG={} -DNUM_ROWS_STREAM={} -DMP_ITEMS={} -DMT_WG={} -DMT_ITEMS={}{}",
             p.cl_type(),
             if p == Precision::F64 { " -DUSE_DOUBLE" } else { "" },
             self.wg_size,
@@ -186,6 +236,8 @@ impl KernelParams {
             self.nnz_per_wg,
             self.num_rows_stream,
             self.mp_items,
+            self.mt_wg,
+            self.mt_items,
             path.build_options()
         )
     }
@@ -223,6 +275,9 @@ pub fn registry() -> Vec<KernelInfo> {
                     "row blocks of ~NNZ_PER_WG nonzeros: CSR-Stream / CSR-Vector / CSR-VectorL (second pass for split rows)".into()
                 }
                 KernelId::MergePath => "merge path over rows + nonzeros, equal work per work-item, carry fix-up pass".into(),
+                KernelId::MergeTile => {
+                    "merge path in tiles of MT_WG x MT_ITEMS items per work-group: coalesced loads into local memory, segmented scan of carries, tree fix-up".into()
+                }
             },
         })
         .collect()
@@ -236,6 +291,7 @@ pub(crate) fn entry_point(id: KernelId) -> String {
         KernelId::Vector => "spmv_vector".into(),
         KernelId::CsrAdaptive => "spmv_csr_adaptive".into(),
         KernelId::MergePath => "spmv_merge_path".into(),
+        KernelId::MergeTile => "spmv_merge_tile".into(),
     }
 }
 

@@ -49,7 +49,8 @@ pub struct LaunchInfo {
     pub rows: usize,
     /// Nonzeros of those rows.
     pub nnz: u64,
-    /// OpenCL kernel enqueues (2 for merge path and for CSR-Adaptive with split rows).
+    /// OpenCL kernel enqueues (2 for merge path and for CSR-Adaptive with split
+    /// rows; 1 + fix-up levels for merge tile).
     pub enqueues: usize,
 }
 
@@ -365,73 +366,185 @@ pub(crate) fn build_steps<T: DeviceScalar>(
             }
             Ok(steps)
         }
-        KernelId::MergePath => {
-            let whole = matches!(rows, RowSet::Range { base: 0, n } if *n as usize == m.nrows);
-            let (use_list, base, list, list_ptr, nnz) = if whole {
-                (0u32, 0u32, m.dummy.clone(), m.row_ptr.clone(), m.nnz as u64)
-            } else {
-                let mut lp = Vec::with_capacity(n + 1);
-                lp.push(0u32);
-                let mut acc = 0u64;
-                for i in 0..n {
-                    let r = rows.row(i) as usize;
-                    acc += (rp[r + 1] - rp[r]) as u64;
-                    lp.push(acc as u32);
-                }
-                let (use_list, base, list) = match rows {
-                    RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
-                    RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
-                };
-                (use_list, base, list, u32_buffer(queue, &lp)?, acc)
-            };
-            let total = n as u64 + nnz;
-            let nchunks = total.div_ceil(p.mp_items as u64) as usize;
-            check_gws(nchunks, "merge_path")?;
-            let carry_row = Buffer::<u32>::builder()
-                .queue(queue.clone())
-                .flags(ocl::flags::MEM_READ_WRITE)
-                .len(nchunks.max(1))
-                .build()?;
-            let carry_val = t_buffer::<T>(queue, nchunks)?;
-            let gws = round_up(nchunks, p.wg_size);
-            let pass1 = Kernel::builder()
-                .program(prog)
-                .name("spmv_merge_path")
-                .queue(queue.clone())
-                .global_work_size(gws)
-                .local_work_size(p.wg_size)
-                .arg(n as u32)
-                .arg(nnz as u32)
-                .arg(use_list)
-                .arg(base)
-                .arg(&list)
-                .arg(&list_ptr)
-                .arg(&m.row_ptr)
-                .arg(&m.col_idx)
-                .arg(&m.vals)
-                .arg(&m.x)
-                .arg(&m.y)
-                .arg(nchunks as u32)
-                .arg(&carry_row)
-                .arg(&carry_val)
-                .build()?;
-            let pass2 = Kernel::builder()
-                .program(prog)
-                .name("spmv_merge_path_fixup")
-                .queue(queue.clone())
-                .global_work_size(gws)
-                .local_work_size(p.wg_size)
-                .arg(nchunks as u32)
-                .arg(use_list)
-                .arg(base)
-                .arg(&list)
-                .arg(&carry_row)
-                .arg(&carry_val)
-                .arg(&m.y)
-                .build()?;
-            Ok(vec![pass1, pass2])
-        }
+        KernelId::MergePath => merge_path_steps(queue, m, p, rows),
+        KernelId::MergeTile => merge_tile_steps(queue, m, p, rows),
     }
+}
+
+/// The rows of a merge-path launch on the device: `(use_list, base, list,
+/// list_ptr, nnz)`, `list_ptr` being the prefix sums of the rows' lengths
+/// (the matrix's own `row_ptr` for the whole matrix).
+type MergeRows = (u32, u32, Buffer<u32>, Buffer<u32>, u64);
+
+fn merge_rows<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    rows: &RowSet,
+) -> Result<MergeRows> {
+    let n = rows.len();
+    let rp = &m.row_ptr_host;
+    if matches!(rows, RowSet::Range { base: 0, n } if *n as usize == m.nrows) {
+        return Ok((0, 0, m.dummy.clone(), m.row_ptr.clone(), m.nnz as u64));
+    }
+    let mut lp = Vec::with_capacity(n + 1);
+    lp.push(0u32);
+    let mut acc = 0u64;
+    for i in 0..n {
+        let r = rows.row(i) as usize;
+        acc += (rp[r + 1] - rp[r]) as u64;
+        lp.push(acc as u32);
+    }
+    let (use_list, base, list) = match rows {
+        RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
+        RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
+    };
+    Ok((use_list, base, list, u32_buffer(queue, &lp)?, acc))
+}
+
+fn u32_scratch(queue: &Queue, len: usize) -> Result<Buffer<u32>> {
+    Ok(Buffer::<u32>::builder()
+        .queue(queue.clone())
+        .flags(ocl::flags::MEM_READ_WRITE)
+        .len(len.max(1))
+        .build()?)
+}
+
+fn merge_path_steps<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    p: &KernelParams,
+    rows: &RowSet,
+) -> Result<Vec<Kernel>> {
+    let n = rows.len();
+    let prog = &m.program;
+    let (use_list, base, list, list_ptr, nnz) = merge_rows(queue, m, rows)?;
+    let total = n as u64 + nnz;
+    let nchunks = total.div_ceil(p.mp_items as u64) as usize;
+    check_gws(nchunks, "merge_path")?;
+    let carry_row = u32_scratch(queue, nchunks)?;
+    let carry_val = t_buffer::<T>(queue, nchunks)?;
+    let gws = round_up(nchunks, p.wg_size);
+    let pass1 = Kernel::builder()
+        .program(prog)
+        .name("spmv_merge_path")
+        .queue(queue.clone())
+        .global_work_size(gws)
+        .local_work_size(p.wg_size)
+        .arg(n as u32)
+        .arg(nnz as u32)
+        .arg(use_list)
+        .arg(base)
+        .arg(&list)
+        .arg(&list_ptr)
+        .arg(&m.row_ptr)
+        .arg(&m.col_idx)
+        .arg(&m.vals)
+        .arg(&m.x)
+        .arg(&m.y)
+        .arg(nchunks as u32)
+        .arg(&carry_row)
+        .arg(&carry_val)
+        .build()?;
+    let pass2 = Kernel::builder()
+        .program(prog)
+        .name("spmv_merge_path_fixup")
+        .queue(queue.clone())
+        .global_work_size(gws)
+        .local_work_size(p.wg_size)
+        .arg(nchunks as u32)
+        .arg(use_list)
+        .arg(base)
+        .arg(&list)
+        .arg(&carry_row)
+        .arg(&carry_val)
+        .arg(&m.y)
+        .build()?;
+    Ok(vec![pass1, pass2])
+}
+
+/// Carries per level of the merge-tile fix-up: `tiles` carries of pass 1, then
+/// one per chunk of `tile` carries, until one chunk holds them all (no level
+/// when there is a single tile: its carry is always empty). Each level divides
+/// the count by `tile` (at least 2), so there are at most log_tile(tiles) levels.
+pub(crate) fn merge_tile_levels(tiles: usize, tile: usize) -> Vec<usize> {
+    assert!(
+        tile >= 2,
+        "KernelParams::with_overrides refuses merge tiles under 2 items"
+    );
+    let mut levels = Vec::new();
+    let mut count = tiles;
+    while count > 1 {
+        levels.push(count);
+        if count <= tile {
+            break;
+        }
+        count = count.div_ceil(tile);
+    }
+    levels
+}
+
+fn merge_tile_steps<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    p: &KernelParams,
+    rows: &RowSet,
+) -> Result<Vec<Kernel>> {
+    let n = rows.len();
+    let prog = &m.program;
+    let (use_list, base, list, list_ptr, nnz) = merge_rows(queue, m, rows)?;
+    let tile = p.mt_wg * p.mt_items;
+    let tiles = (n as u64 + nnz).div_ceil(tile as u64) as usize;
+    check_gws(tiles.saturating_mul(p.mt_wg), "merge_tile")?;
+    let mut carry_row = u32_scratch(queue, tiles)?;
+    let mut carry_val = t_buffer::<T>(queue, tiles)?;
+    let mut steps = vec![Kernel::builder()
+        .program(prog)
+        .name("spmv_merge_tile")
+        .queue(queue.clone())
+        .global_work_size(tiles * p.mt_wg)
+        .local_work_size(p.mt_wg)
+        .arg(n as u32)
+        .arg(nnz as u32)
+        .arg(use_list)
+        .arg(base)
+        .arg(&list)
+        .arg(&list_ptr)
+        .arg(&m.row_ptr)
+        .arg(&m.col_idx)
+        .arg(&m.vals)
+        .arg(&m.x)
+        .arg(&m.y)
+        .arg(&carry_row)
+        .arg(&carry_val)
+        .build()?];
+    for count in merge_tile_levels(tiles, tile) {
+        let groups = count.div_ceil(tile);
+        let emit = groups > 1;
+        let out_row = u32_scratch(queue, if emit { groups } else { 1 })?;
+        let out_val = t_buffer::<T>(queue, if emit { groups } else { 1 })?;
+        steps.push(
+            Kernel::builder()
+                .program(prog)
+                .name("spmv_merge_tile_fixup")
+                .queue(queue.clone())
+                .global_work_size(groups * p.mt_wg)
+                .local_work_size(p.mt_wg)
+                .arg(count as u32)
+                .arg(use_list)
+                .arg(base)
+                .arg(&list)
+                .arg(&carry_row)
+                .arg(&carry_val)
+                .arg(&m.y)
+                .arg(u32::from(emit))
+                .arg(&out_row)
+                .arg(&out_val)
+                .build()?,
+        );
+        carry_row = out_row;
+        carry_val = out_val;
+    }
+    Ok(steps)
 }
 
 #[cfg(test)]
@@ -448,6 +561,16 @@ mod tests {
         assert_eq!(RowSet::from_sorted(vec![]), RowSet::Range { base: 0, n: 0 });
         let l = RowSet::from_sorted(vec![0, 1, 5, 6, 9]);
         assert_eq!(l.runs(), vec![(0, 2), (5, 7), (9, 10)]);
+    }
+
+    #[test]
+    fn merge_tile_fix_up_levels_shrink_by_the_tile() {
+        assert!(merge_tile_levels(1, 1024).is_empty());
+        assert_eq!(merge_tile_levels(2, 1024), vec![2]);
+        assert_eq!(merge_tile_levels(1024, 1024), vec![1024]);
+        assert_eq!(merge_tile_levels(1025, 1024), vec![1025, 2]);
+        assert_eq!(merge_tile_levels(5001, 12), vec![5001, 417, 35, 3]);
+        assert_eq!(merge_tile_levels(7, 2), vec![7, 4, 2]);
     }
 
     #[test]

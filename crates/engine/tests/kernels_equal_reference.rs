@@ -374,6 +374,7 @@ fn one_bin_alone_computes_its_rows_and_zeros_elsewhere() {
             KernelId::Subvector(8),
             KernelId::CsrAdaptive,
             KernelId::MergePath,
+            KernelId::MergeTile,
         ] {
             let (y, _) = e.execute_bin(&m, &binning, b, k, &x).unwrap();
             let mut want = vec![0.0; a.nrows()];
@@ -496,6 +497,136 @@ fn small_blocks_and_chunks_stress_split_rows_and_carries() {
         57,
     ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Engines whose merge tiles are (work-group, items per work-item): the GPU
+/// default (tiles of 1024), a tiny one (thousands of tiles, several fix-up
+/// levels) and the smallest allowed (2 items a tile).
+fn merge_tile_engines() -> Vec<(String, Engine)> {
+    [(128, 8), (4, 3), (2, 1)]
+        .into_iter()
+        .map(|(wg, items)| {
+            let mut e = Engine::new(None).unwrap();
+            for p in [engine::Precision::F32, engine::Precision::F64] {
+                let mut k = e.params(p);
+                (k.mt_wg, k.mt_items) = (wg, items);
+                e = e.with_params(p, k).unwrap();
+            }
+            (format!("tile {wg}x{items}"), e)
+        })
+        .collect()
+}
+
+/// merge_tile alone over the whole matrix, and over each of the first bins of
+/// U = 10 (row lists) alone and as whole plans in both launch modes, against the
+/// reference; returns the failures and the enqueues of the whole-matrix launch.
+fn check_merge_tile<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>) -> (Vec<String>, usize) {
+    let x: Vec<T> = x_for(a.ncols(), 63).into_iter().map(T::from_f64).collect();
+    let y_ref = spmv_ref(a, &x).unwrap();
+    let m = e.upload(a).unwrap();
+    let mut failures = Vec::new();
+    let mut ok = |what: String, y: &[T], want: &[T]| {
+        if !compare(a, &x, y, want).ok() {
+            failures.push(format!("{name} {} {what}", T::NAME));
+        }
+    };
+    let pp = e.prepare_kernel(&m, KernelId::MergeTile).unwrap();
+    let enqueues = pp.launches().iter().map(|l| l.enqueues).sum();
+    ok(
+        "whole matrix".into(),
+        &e.execute(&m, &pp, &x).unwrap().0,
+        &y_ref,
+    );
+    let binning = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+    for b in binning.nonempty_bins().take(4) {
+        let (y, _) = e
+            .execute_bin(&m, &binning, b, KernelId::MergeTile, &x)
+            .unwrap();
+        let mut want = vec![T::from_f64(0.0); a.nrows()];
+        for r in binning.expand(b) {
+            want[r as usize] = y_ref[r as usize];
+        }
+        ok(format!("bin {b} alone"), &y, &want);
+    }
+    for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
+        let plan = Plan::uniform(&binning, KernelId::MergeTile);
+        let pp = e.prepare(&m, &plan, mode).unwrap();
+        ok(
+            format!("U=10 {mode:?}"),
+            &e.execute(&m, &pp, &x).unwrap().0,
+            &y_ref,
+        );
+    }
+    (failures, enqueues)
+}
+
+#[test]
+fn merge_tile_long_rows_many_tiles_empty_rows_and_bin_lists() {
+    if engine().is_none() {
+        return;
+    }
+    let cases: Vec<(&str, Csr<f64>)> = vec![
+        (
+            "rows longer than a tile",
+            rows_of_lengths(&[5, 3000, 0, 2, 1500, 7, 0, 0, 1025], 4000, 61),
+        ),
+        (
+            "one row over many tiles",
+            gen::one_huge_row(60_000).unwrap(),
+        ),
+        (
+            "many empty rows",
+            gen::many_empty_rows(3000, 0.9, 62).unwrap(),
+        ),
+        ("all rows empty", gen::all_rows_empty(2000).unwrap()),
+        ("mixed lengths", gen::mixed_lengths(1200, 64).unwrap()),
+        (
+            "1x1",
+            Csr::try_new(1, 1, vec![0, 1], vec![0], vec![-1.5]).unwrap(),
+        ),
+        ("2x3 no nonzeros", Csr::zeros(2, 3).unwrap()),
+    ];
+    let mut failures = Vec::new();
+    for (tag, e) in merge_tile_engines() {
+        for (name, a) in &cases {
+            let name = format!("{name} ({tag})");
+            let (f, enq64) = check_merge_tile::<f64>(&e, &name, a);
+            let (f32_failures, enq32) = check_merge_tile::<f32>(&e, &name, &a.cast::<f32>());
+            failures.extend(f.into_iter().chain(f32_failures));
+            assert_eq!(enq64, enq32, "{name}");
+            if name.starts_with("one row over many tiles") && !tag.contains("128x") {
+                // 60,001 items in tiles of at most 12: a fix-up tree of 3+ levels.
+                assert!(enq64 >= 4, "{name}: {enq64} enqueues");
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn merge_tile_shrinks_to_the_local_memory_and_refuses_empty_tiles() {
+    let k = engine::KernelParams::defaults(engine::Precision::F64);
+    assert_eq!((k.mt_wg, k.mt_items), (128, 8));
+    // 1024 items x (4 + 8) bytes + 128 x (4 + 8) + 8: fits an H100's 48 KiB.
+    assert_eq!(k.merge_tile_local_bytes(engine::Precision::F64), 13_832);
+    let big = engine::KernelParams {
+        mt_wg: 256,
+        mt_items: 32,
+        ..k
+    };
+    let fitted = big.fit_local_memory(engine::Precision::F64, 48 << 10);
+    assert_eq!((fitted.mt_wg, fitted.mt_items), (256, 8));
+    assert!(fitted.merge_tile_local_bytes(engine::Precision::F64) <= 48 << 10);
+    let tiny = big.fit_local_memory(engine::Precision::F32, 10);
+    assert_eq!((tiny.mt_wg, tiny.mt_items), (2, 1));
+    assert_eq!(big.fit_local_memory(engine::Precision::F64, 0), big);
+    assert!(k.with_overrides("mt_wg=1,mt_items=1").is_err());
+    assert!(k.with_overrides("mt_wg=96").is_err());
+    let o = k.with_overrides("mt_wg=64,mt_items=16").unwrap();
+    assert_eq!((o.mt_wg, o.mt_items), (64, 16));
+    assert!(o
+        .build_options(engine::Precision::F64, ReductionPath::Portable)
+        .contains("-DMT_WG=64 -DMT_ITEMS=16"));
 }
 
 #[test]

@@ -45,6 +45,28 @@ impl KernelSources {
         }
     }
 
+    /// The files recorded here whose text differs in `service`, or that
+    /// `service` lacks, in name order: what makes a model trained with these
+    /// sources invalid for a service running `service`.
+    pub fn changed_in(&self, service: &KernelSources) -> Vec<String> {
+        self.files
+            .iter()
+            .filter(|(name, h)| service.files.get(*name) != Some(*h))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The files `service` has that are not recorded here (kernels added after
+    /// training), in name order.
+    pub fn added_in(&self, service: &KernelSources) -> Vec<String> {
+        service
+            .files
+            .keys()
+            .filter(|name| !self.files.contains_key(*name))
+            .cloned()
+            .collect()
+    }
+
     /// The file names whose text differs, or that only one side has, in name order.
     pub fn differing_files(&self, other: &KernelSources) -> Vec<String> {
         let mut names: Vec<&String> = self.files.keys().chain(other.files.keys()).collect();
@@ -218,8 +240,10 @@ impl Assessment {
 }
 
 impl Model {
-    /// Assesses this model for `target`: the precision must be the target's, the
-    /// kernel sources (when the card records them) must equal the target's, and
+    /// Assesses this model for `target`: the precision must be the target's,
+    /// every kernel source file the card records (when it records them) must be
+    /// the target's file of the same name (files the target has beyond them are
+    /// kernels added after training, which the model's kernel list lacks), and
     /// the device must be on a rung of [`match_device`] above `None`. A card
     /// without kernel hashes or device details (written before they were
     /// recorded) is not refused: its reason says what is unknown.
@@ -235,12 +259,21 @@ impl Model {
                 card.precision, target.precision
             ));
         }
+        let mut notes = Vec::new();
         if let Some(k) = &card.kernel_sources {
-            if k.hash != target.kernels.hash {
-                let files = k.differing_files(target.kernels).join(", ");
+            let changed = k.changed_in(target.kernels);
+            if !changed.is_empty() {
                 return Assessment::Refused(format!(
                     "refused: trained with other kernel sources than this service runs \
-                     (differing: {files}); retrain it with the current kernels/"
+                     (differing: {}); retrain it with the current kernels/",
+                    changed.join(", ")
+                ));
+            }
+            let added = k.added_in(target.kernels);
+            if !added.is_empty() {
+                notes.push(format!(
+                    "trained before {} existed (kernels it never picks)",
+                    added.join(", ")
                 ));
             }
         }
@@ -249,15 +282,17 @@ impl Model {
             return Assessment::Unsuitable(m.reason);
         }
         let unknown = card.unrecorded();
-        if unknown.is_empty() {
+        if !unknown.is_empty() {
+            notes.push(format!(
+                "its card does not record the {} (an older model file)",
+                unknown.join(", ")
+            ));
+        }
+        if notes.is_empty() {
             return Assessment::Usable(m);
         }
         Assessment::Usable(DeviceMatch {
-            reason: format!(
-                "{}; its card does not record the {} (an older model file)",
-                m.reason,
-                unknown.join(", ")
-            ),
+            reason: format!("{}; {}", m.reason, notes.join("; ")),
             ..m
         })
     }

@@ -170,7 +170,8 @@ pub struct ErrorBand {
 /// The fitted performance model, stored in the model JSON beside the trees.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PerfModel {
-    /// The feature layout it reads; must equal [`perf_features`] to load.
+    /// The feature layout it reads: [`perf_features`], less the share columns of
+    /// kernels added to the pool after it was fitted.
     pub features: Vec<String>,
     /// How it was fitted.
     pub params: PerfParams,
@@ -250,18 +251,59 @@ pub fn fit_perf(samples: &[PerfSample], params: PerfParams) -> Result<PerfModel,
 }
 
 impl PerfModel {
-    /// Predicted time (ms) of a vector of [`perf_features`].
+    /// Predicted time (ms) of a vector of [`perf_features`] (this build's
+    /// layout). A model fitted before a kernel joined the pool reads only the
+    /// columns it was fitted with; a vector that gives work to a kernel it does
+    /// not know gets NaN (it cannot say anything about that kernel).
     pub fn predict_ms(&self, x: &[f64]) -> f64 {
-        self.model.predict(x).exp()
+        self.project(x)
+            .map_or(f64::NAN, |v| self.model.predict(&v).exp())
     }
 
-    /// Checks the layout against this build and every tree.
-    pub(crate) fn validate(&self) -> Result<(), SelectorError> {
+    /// The kernels this model knows: those with share columns in its layout.
+    pub fn kernels(&self) -> Vec<KernelId> {
+        KernelId::all()
+            .into_iter()
+            .filter(|k| {
+                let col = format!("nnz_share_{}", k.name());
+                self.features.contains(&col)
+            })
+            .collect()
+    }
+
+    /// `x` (this build's layout) in the model's own layout, or `None` when `x`
+    /// puts a share on a column the model lacks.
+    fn project(&self, x: &[f64]) -> Option<Vec<f64>> {
         let current = perf_features();
-        let cur: Vec<&str> = current.iter().map(String::as_str).collect();
-        crate::model::first_difference(3, &self.features, &cur)?;
+        if self.features == current {
+            return Some(x.to_vec());
+        }
+        let mut used = vec![false; current.len()];
+        let mut v = Vec::with_capacity(self.features.len());
+        for name in &self.features {
+            let at = current.iter().position(|c| c == name)?;
+            used[at] = true;
+            v.push(x[at]);
+        }
+        let dropped_nonzero = x.iter().zip(&used).any(|(xi, u)| !u && *xi != 0.0);
+        (!dropped_nonzero).then_some(v)
+    }
+
+    /// Checks the layout against this build and every tree: the stage-1 and
+    /// extra features in this build's order, then share columns of kernels this
+    /// build knows, in [`KernelId::all`] order (a kernel added to the pool after
+    /// the model was fitted is simply absent: the model predicts nothing for it).
+    pub(crate) fn validate(&self) -> Result<(), SelectorError> {
+        let mut expected: Vec<String> = STAGE1_FEATURES.iter().map(|s| s.to_string()).collect();
+        expected.extend(PERF_EXTRA.iter().map(|s| s.to_string()));
+        for k in self.kernels() {
+            expected.push(format!("nnz_share_{}", k.name()));
+            expected.push(format!("row_share_{}", k.name()));
+        }
+        let exp: Vec<&str> = expected.iter().map(String::as_str).collect();
+        crate::model::first_difference(3, &self.features, &exp)?;
         self.model
-            .validate(current.len())
+            .validate(self.features.len())
             .map_err(|e| SelectorError::InvalidModel(format!("performance model: {e}")))
     }
 
@@ -275,7 +317,7 @@ impl PerfModel {
 
     /// The kernel predicted fastest over the whole matrix, and its time.
     pub fn best_single(&self, f: &Features) -> (KernelId, f64) {
-        KernelId::all()
+        self.kernels()
             .into_iter()
             .map(|k| (k, self.predict_ms(&single_vector(f, k))))
             .min_by(|a, b| a.1.total_cmp(&b.1))
@@ -283,7 +325,8 @@ impl PerfModel {
     }
 
     /// Predicted times of `plan` (over `binning`, the binning of its scheme) and of
-    /// the best single kernel; `None` for a plan with no bins.
+    /// the best single kernel; `None` for a plan with no bins, or one that uses a
+    /// kernel this model does not know.
     pub fn predict_plan(
         &self,
         f: &Features,
@@ -291,9 +334,13 @@ impl PerfModel {
         binning: &Binning,
     ) -> Option<TimePrediction> {
         let x = plan_vector(f, plan, binning)?;
+        let ms = self.predict_ms(&x);
+        if ms.is_nan() {
+            return None;
+        }
         let (k, single) = self.best_single(f);
         Some(TimePrediction {
-            plan: self.estimate(self.predict_ms(&x)),
+            plan: self.estimate(ms),
             best_single_kernel: k.name(),
             best_single: self.estimate(single),
             band: match &self.band {
@@ -311,6 +358,62 @@ impl PerfModel {
 mod tests {
     use super::*;
     use sparse::Csr;
+
+    /// The shipped H100 f64 model's performance part, fitted before merge_tile
+    /// existed (the test fails if models/ lacks it: it ships with the repository).
+    fn shipped_h100_perf() -> PerfModel {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../models/nvidia-h100-80gb-hbm3-f64.json");
+        let m = crate::Model::load(&path).expect("the shipped H100 model loads");
+        m.perf().expect("it carries a performance model").clone()
+    }
+
+    #[test]
+    fn a_perf_model_older_than_a_kernel_predicts_as_before_and_not_for_it() {
+        let perf = shipped_h100_perf();
+        assert!(perf.features.len() < perf_features().len());
+        let known = perf.kernels();
+        assert!(known.contains(&KernelId::MergePath) && !known.contains(&KernelId::MergeTile));
+        let a = sparse::gen::stencil_2d(30, 20).unwrap();
+        let f = Features::of(&a);
+        // Its own layout is this build's without the newer kernels' columns, so
+        // a vector that gives them nothing predicts exactly what the model did
+        // when it was fitted (the trees read the same values).
+        let current = perf_features();
+        for k in &known {
+            let x = single_vector(&f, *k);
+            let own: Vec<f64> = perf
+                .features
+                .iter()
+                .map(|n| x[current.iter().position(|c| c == n).unwrap()])
+                .collect();
+            assert_eq!(perf.predict_ms(&x), perf.model.predict(&own).exp(), "{k}");
+        }
+        assert!(perf
+            .predict_ms(&single_vector(&f, KernelId::MergeTile))
+            .is_nan());
+        let (best, ms) = perf.best_single(&f);
+        assert!(known.contains(&best) && ms.is_finite());
+        let b = Binning::new(a.row_ptr(), Scheme::Single);
+        assert!(perf
+            .predict_plan(&f, &Plan::single(KernelId::MergeTile), &b)
+            .is_none());
+        assert!(perf
+            .predict_plan(&f, &Plan::single(KernelId::Serial), &b)
+            .is_some());
+    }
+
+    #[test]
+    fn a_perf_layout_with_an_unknown_or_misplaced_column_is_refused() {
+        let mut perf = shipped_h100_perf();
+        assert!(perf.validate().is_ok());
+        let n = perf.features.len();
+        perf.features.swap(n - 1, n - 3);
+        assert!(perf.validate().is_err());
+        perf.features.swap(n - 1, n - 3);
+        perf.features[n - 1] = "row_share_no_such_kernel".into();
+        assert!(perf.validate().is_err());
+    }
 
     #[test]
     fn vectors_describe_the_plan() {

@@ -1,7 +1,8 @@
 //! The match ladder on real model files: the shipped CPU models serve their own
 //! device exactly, another PoCL CPU of the same class whatever its vendor, never
-//! a GPU; the closest rung wins over a newer model; other kernel sources are
-//! refused; a card written before the new fields loads as legacy with a reason.
+//! a GPU; the closest rung wins over a newer model; a recorded kernel source
+//! that changed or went missing is refused, a kernel file added after training
+//! is not; a card written before the new fields loads as legacy with a reason.
 
 use selector::*;
 use std::path::{Path, PathBuf};
@@ -56,13 +57,70 @@ fn shipped_cards_record_the_kernels_of_this_repository() {
         .kernel_sources
         .as_ref()
         .expect("kernel hashes on the card");
-    assert_eq!(
-        k,
-        &repo_kernels(),
-        "kernels/ changed since the shipped models were trained (differing: {:?}); retrain them",
-        k.differing_files(&repo_kernels())
+    let changed = k.changed_in(&repo_kernels());
+    assert!(
+        changed.is_empty(),
+        "kernels/ files recorded on the shipped card changed since training: {changed:?}; retrain them"
     );
     assert_eq!(m.card.device_type, Some(DeviceType::Cpu));
+}
+
+#[test]
+fn a_kernel_file_added_after_training_keeps_every_shipped_model_usable() {
+    let ks = repo_kernels();
+    let models: Vec<Model> = load_models_dir(repo().join("models"))
+        .unwrap()
+        .into_iter()
+        .map(|(name, m)| m.unwrap_or_else(|e| panic!("{}: {e}", name.display())))
+        .collect();
+    assert!(models.len() >= 4);
+    for m in &models {
+        let recorded = m.card.kernel_sources.as_ref().expect("kernel hashes");
+        assert!(!recorded.files.contains_key("merge_tile.cl"));
+        assert_eq!(recorded.added_in(&ks), vec!["merge_tile.cl"]);
+        let target = Target {
+            device: &m.card.identity(),
+            precision: &m.card.precision,
+            kernels: &ks,
+        };
+        match m.assess(&target) {
+            Assessment::Usable(d) => {
+                assert_eq!(d.level, MatchLevel::Exact, "{}", d.reason);
+                assert!(
+                    d.reason.contains("trained before merge_tile.cl existed"),
+                    "{}",
+                    d.reason
+                );
+            }
+            other => panic!("{}: {other:?}", m.card.device),
+        }
+        // Its kernel list lacks the new kernel, so it can never pick it.
+        assert!(!m.card.kernels.contains(&sparse::KernelId::MergeTile));
+    }
+}
+
+#[test]
+fn a_recorded_kernel_file_missing_from_the_service_is_refused() {
+    let m = shipped_f64();
+    let recorded = m.card.kernel_sources.clone().unwrap();
+    let fewer = KernelSources {
+        hash: String::new(),
+        files: recorded
+            .files
+            .into_iter()
+            .filter(|(n, _)| n != "vector.cl")
+            .collect(),
+    };
+    let own = m.card.identity();
+    let target = Target {
+        device: &own,
+        precision: "f64",
+        kernels: &fewer,
+    };
+    match m.assess(&target) {
+        Assessment::Refused(r) => assert!(r.contains("vector.cl"), "{r}"),
+        other => panic!("not refused: {other:?}"),
+    }
 }
 
 #[test]
@@ -200,7 +258,9 @@ fn the_closest_rung_wins_over_a_newer_model() {
 fn other_kernel_sources_are_refused_with_the_files_named() {
     let m = shipped_f64();
     let mut texts: Vec<(String, String)> = Vec::new();
-    for name in m.card.kernel_sources.as_ref().unwrap().files.keys() {
+    // Every file of the repository (merge_tile.cl included, which the card
+    // lacks): one recorded file changed is enough to refuse.
+    for name in repo_kernels().files.keys() {
         let text = std::fs::read_to_string(repo().join("kernels").join(name)).unwrap();
         let text = if name == "merge_path.cl" {
             text + "\n// changed\n"
@@ -218,7 +278,7 @@ fn other_kernel_sources_are_refused_with_the_files_named() {
     };
     match m.assess(&target) {
         Assessment::Refused(r) => assert!(
-            r.contains("merge_path.cl") && !r.contains("serial.cl"),
+            r.contains("merge_path.cl") && !r.contains("serial.cl") && !r.contains("merge_tile"),
             "{r}"
         ),
         other => panic!("not refused: {other:?}"),

@@ -1,7 +1,9 @@
 //! Model choice as the service reports it: on a PoCL CPU whose name differs from
 //! the shipped models' device but is of the same class, /predict and /spmv say
 //! which model planned and that the match is `same_class`, with no fallback;
-//! /models names files without folders and shows a refused model's reason.
+//! /models names files without folders and shows a refused model's reason (a
+//! recorded kernel file changed), and a model trained before a kernel file was
+//! added is still used, its reason saying so.
 
 mod common;
 
@@ -121,7 +123,7 @@ async fn gpus_get_the_shipped_h100_model_by_how_close_they_are() {
 }
 
 /// A temporary models folder with a shipped model under two names, one of them
-/// with kernel hashes that differ from the kernels this build runs.
+/// with a recorded kernel file (serial.cl) that differs from the one this build runs.
 fn folder_with_a_refused_model() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -179,6 +181,15 @@ async fn models_shows_refusals_and_no_absolute_paths() {
     assert_eq!(
         (good["in_use"].as_bool(), good["match"].as_str()),
         (Some(true), Some("exact")),
+        "{good}"
+    );
+    // Trained before kernels/merge_tile.cl existed: usable, and it says so.
+    assert_eq!(good["refused"], false, "{good}");
+    assert!(
+        good["match_reason"]
+            .as_str()
+            .unwrap()
+            .contains("trained before merge_tile.cl existed"),
         "{good}"
     );
     assert!(by_name("broken.json")["error"].is_string());

@@ -19,6 +19,10 @@ pub enum KernelId {
     CsrAdaptive,
     /// Load-balanced over the nonzero space (merge path, paper 001's idea).
     MergePath,
+    /// Merge path in work-group tiles: coalesced loads into local memory, carries
+    /// combined by segmented scans (added after the first trained models: a model
+    /// whose kernel list lacks it never picks it).
+    MergeTile,
 }
 
 impl KernelId {
@@ -42,6 +46,7 @@ impl KernelId {
         let mut v = Self::paper_nine();
         v.push(KernelId::CsrAdaptive);
         v.push(KernelId::MergePath);
+        v.push(KernelId::MergeTile);
         v
     }
 
@@ -53,10 +58,12 @@ impl KernelId {
             KernelId::Vector => "vector".into(),
             KernelId::CsrAdaptive => "csr_adaptive".into(),
             KernelId::MergePath => "merge_path".into(),
+            KernelId::MergeTile => "merge_tile".into(),
         }
     }
 
-    /// The kernel's family: `serial`, `subvector`, `vector`, `csr_adaptive`, `merge_path`.
+    /// The kernel's family: `serial`, `subvector`, `vector`, `csr_adaptive`, `merge_path`,
+    /// `merge_tile`.
     pub fn family(self) -> &'static str {
         match self {
             KernelId::Serial => "serial",
@@ -64,6 +71,7 @@ impl KernelId {
             KernelId::Vector => "vector",
             KernelId::CsrAdaptive => "csr_adaptive",
             KernelId::MergePath => "merge_path",
+            KernelId::MergeTile => "merge_tile",
         }
     }
 

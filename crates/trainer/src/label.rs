@@ -156,6 +156,7 @@ pub fn kernel_order() -> Vec<KernelId> {
         KernelId::Subvector(4),
         KernelId::Subvector(8),
         KernelId::MergePath,
+        KernelId::MergeTile,
         KernelId::Subvector(16),
         KernelId::Subvector(32),
         KernelId::Subvector(64),

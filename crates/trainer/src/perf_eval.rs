@@ -123,13 +123,16 @@ struct Ranking {
 }
 
 fn ranking(perf: &PerfModel, l: &Labelled, cache: &mut HashMap<Scheme, Binning>) -> Ranking {
-    let mut plans = timed_plans(l);
-    plans.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let pred: Vec<f64> = plans
+    // (measured, predicted) of the plans the model can predict: a model fitted
+    // before a kernel joined the pool predicts nothing (NaN) for plans using it.
+    let mut plans: Vec<(f64, f64)> = timed_plans(l)
         .iter()
-        .map(|(p, _)| predict(perf, l, p, cache))
+        .map(|(p, t)| (*t, predict(perf, l, p, cache)))
+        .filter(|(_, q)| !q.is_nan())
         .collect();
-    let clear = |i: usize, j: usize| plans[j].1 > plans[i].1 * (1.0 + CLEAR_GAP);
+    plans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let pred: Vec<f64> = plans.iter().map(|(_, q)| *q).collect();
+    let clear = |i: usize, j: usize| plans[j].0 > plans[i].0 * (1.0 + CLEAR_GAP);
     let mut r = Ranking::default();
     if plans.len() >= 2 {
         r.top2 = Some((pred[0] < pred[1], clear(0, 1)));
@@ -168,7 +171,7 @@ pub fn evaluate(model: &Model, labelled: &[&Labelled], rows: &[EvalRow]) -> Opti
                 plan_r.push(t / p);
             }
         }
-        for k in KernelId::all() {
+        for k in perf.kernels() {
             if let Some(t) = l.labels.single_kernel_ms(k).filter(|t| *t > 0.0) {
                 single_r.push(t / perf.predict_ms(&selector::single_vector(f, k)));
             }

@@ -50,7 +50,8 @@ struct Common {
     /// OpenCL device (substring of "platform / device"); default: env SPMV_DEVICE, else the best found.
     #[arg(long, global = true, env = "SPMV_DEVICE")]
     device: Option<String>,
-    /// Results database, a path or sqlite:// URL (default: spmv.db in the working directory).
+    /// Results database: postgres://USER@HOST/DB (shared by several workers), a
+    /// path or a sqlite:// URL (default: spmv.db in the working directory).
     #[arg(
         long = "database-url",
         alias = "database",
@@ -114,7 +115,7 @@ enum Command {
     /// Fit and evaluate both models from a results database, with no device: the
     /// held-out matrices are evaluated from the stored measurements.
     Fit {
-        /// The results database (a path or sqlite:// URL), e.g. one brought back from a GPU.
+        /// The results database (a path, sqlite:// or postgres:// URL), e.g. one brought back from a GPU.
         #[arg(long)]
         from_db: String,
         /// The device of that database to fit for (exact name or substring); needed

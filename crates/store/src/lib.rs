@@ -27,6 +27,7 @@ mod matrices;
 mod measurements;
 mod models;
 mod plans;
+mod queue;
 mod requests;
 mod rows;
 mod runs;
@@ -37,6 +38,7 @@ mod types;
 pub use backend::Backend;
 pub use error::StoreError;
 pub use location::{DbLocation, DATABASE_URL_ENV, DEFAULT_DATABASE_FILE};
+pub use queue::{LabelClaim, QueueEntry, QueueId, QueueStatus};
 pub use types::{
     canonical_plan_json, Device, DeviceId, DeviceRecord, FeatureVector, Matrix, MatrixId,
     MatrixRecord, Measurement, MeasurementId, MeasurementKey, Model, ModelId, ModelRecord,

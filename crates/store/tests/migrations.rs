@@ -45,8 +45,9 @@ fn migration_files(backend: Backend) -> BTreeSet<(i64, String)> {
     out
 }
 
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 8] = [
     "devices",
+    "label_queue",
     "matrices",
     "measurements",
     "models",

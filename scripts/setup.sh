@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian/Ubuntu machine: the OpenCL ICD
 # loader and headers, PoCL (the CPU OpenCL device, used when no GPU driver is
-# present) and a linker for PoCL's kernel compiler. Idempotent: does nothing when
-# everything is there. Needs root (or sudo) only when something is missing.
+# present), a linker for PoCL's kernel compiler, and PostgreSQL's server binaries
+# (the PostgreSQL tests start a throw-away cluster with them; the service itself
+# needs no local PostgreSQL). Idempotent: does nothing when everything is there.
+# Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 need=()
@@ -11,6 +13,7 @@ ldconfig -p 2>/dev/null | grep -q 'libOpenCL.so.1' || need+=(ocl-icd-libopencl1)
 ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 || need+=(pocl-opencl-icd)
 command -v clinfo >/dev/null 2>&1 || need+=(clinfo)
 command -v ld >/dev/null 2>&1 || need+=(binutils)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || need+=(postgresql)
 
 if ((${#need[@]})); then
   echo "setup: installing ${need[*]}" >&2

@@ -9,6 +9,11 @@ if [[ -d ../shared/matrices ]]; then
 else
   echo "test: ../shared not found: corpus-wide tests use the bundled fixtures and say so" >&2
 fi
+if [[ -n "${SPMV_TEST_POSTGRES_URL:-}" ]]; then
+  echo "test: the PostgreSQL tests use SPMV_TEST_POSTGRES_URL (a database per test)" >&2
+else
+  echo "test: the PostgreSQL tests start a throw-away server (postgresql from setup.sh)" >&2
+fi
 cargo test --workspace --release -- --test-threads=2 "$@"
 
 # The Python client's tests start the release server binary (cargo test builds

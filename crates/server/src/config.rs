@@ -17,8 +17,9 @@ pub struct Config {
     #[arg(long, env = "SPMV_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
 
-    /// Results database (`sqlite://PATH`, a plain path, or `sqlite::memory:`);
-    /// served requests are logged there. Default: `spmv.db` in the working directory.
+    /// Results database (`postgres://USER@HOST/DB` for one shared by several
+    /// machines, `sqlite://PATH`, a plain path, or `sqlite::memory:`); served
+    /// requests are logged there. Default: `spmv.db` in the working directory.
     #[arg(long, alias = "database", env = "DATABASE_URL")]
     pub database_url: Option<String>,
 

@@ -449,13 +449,14 @@ impl AppState {
             let s = store::Store::connect(config.database_url.as_deref())
                 .await
                 .with_context(|| {
-                    format!(
-                        "opening the results database {}",
-                        config
-                            .database_url
-                            .as_deref()
-                            .unwrap_or("(DATABASE_URL or spmv.db)")
-                    )
+                    // The parsed location hides a PostgreSQL password.
+                    let shown = match config.database_url.as_deref() {
+                        Some(url) => store::DbLocation::parse(url)
+                            .map(|l| l.to_string())
+                            .unwrap_or_else(|_| "(an invalid URL)".into()),
+                        None => "(DATABASE_URL or spmv.db)".into(),
+                    };
+                    format!("opening the results database {shown}")
                 })?;
             tracing::info!(location = %s.location(), "results database ready");
             Some(s)

@@ -15,18 +15,20 @@ impl Store {
     pub async fn upsert_context(&self, c: &MeasurementContext) -> Result<ContextId, StoreError> {
         // DO UPDATE (a no-op write) rather than DO NOTHING, so that RETURNING
         // gives the id of an existing row too.
-        let id: i64 = sqlx::query_scalar(
+        let sql = self.sql(
             "INSERT INTO measurement_contexts (hash, kernel_sources_hash, build_options, engine_version) \
              VALUES (?, ?, ?, ?) \
              ON CONFLICT (hash) DO UPDATE SET hash = excluded.hash \
              RETURNING id",
-        )
-        .bind(c.hash())
-        .bind(&c.kernel_sources_hash)
-        .bind(&c.build_options)
-        .bind(&c.engine_version)
-        .fetch_one(&self.pool)
-        .await
+        );
+        let hash = c.hash();
+        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
+            .bind(&hash)
+            .bind(&c.kernel_sources_hash)
+            .bind(&c.build_options)
+            .bind(&c.engine_version)
+            .fetch_one(pool)
+            .await)
         .op("upsert_context")?;
         Ok(ContextId(id))
     }
@@ -42,12 +44,14 @@ impl Store {
         } else {
             return Ok(None);
         };
-        let sql = format!("SELECT {COLUMNS} FROM measurement_contexts WHERE hash LIKE ? LIMIT 2");
-        let rows = sqlx::query_as::<_, ContextRow>(sqlx::AssertSqlSafe(sql))
-            .bind(pattern)
-            .fetch_all(&self.pool)
-            .await
-            .op("context_by_hash")?;
+        let sql = self.sql(&format!(
+            "SELECT {COLUMNS} FROM measurement_contexts WHERE hash LIKE ? LIMIT 2"
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ContextRow>(sql)
+            .bind(&pattern)
+            .fetch_all(pool)
+            .await)
+        .op("context_by_hash")?;
         Ok(match <[ContextRow; 1]>::try_from(rows) {
             Ok([row]) => Some(row.into()),
             Err(_) => None,
@@ -61,14 +65,15 @@ impl Store {
         device: DeviceId,
         precision: Precision,
     ) -> Result<Vec<(StoredContext, u64)>, StoreError> {
-        let rows: Vec<(i64, i64)> = sqlx::query_as(
+        let sql = self.sql(
             "SELECT context_id, COUNT(*) FROM measurements \
              WHERE device_id = ? AND precision = ? GROUP BY context_id ORDER BY context_id",
-        )
-        .bind(device.0)
-        .bind(precision.as_str())
-        .fetch_all(&self.pool)
-        .await
+        );
+        let rows: Vec<(i64, i64)> = on_pool!(self, |pool| sqlx::query_as(sql)
+            .bind(device.0)
+            .bind(precision.as_str())
+            .fetch_all(pool)
+            .await)
         .op("contexts_used")?;
         let all = self.contexts().await?;
         let mut out = Vec::with_capacity(rows.len());
@@ -82,11 +87,13 @@ impl Store {
 
     /// Every stored context, by id (the legacy context first).
     pub async fn contexts(&self) -> Result<Vec<StoredContext>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM measurement_contexts ORDER BY id");
-        let rows = sqlx::query_as::<_, ContextRow>(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
-            .await
-            .op("contexts")?;
+        let sql = self.sql(&format!(
+            "SELECT {COLUMNS} FROM measurement_contexts ORDER BY id"
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ContextRow>(sql)
+            .fetch_all(pool)
+            .await)
+        .op("contexts")?;
         Ok(rows.into_iter().map(StoredContext::from).collect())
     }
 }

@@ -16,7 +16,7 @@ impl Store {
             .copy_bandwidth_gbps
             .map(|b| non_negative(b, "copy bandwidth"))
             .transpose()?;
-        let id: i64 = sqlx::query_scalar(
+        let sql = self.sql(
             "INSERT INTO devices (name, vendor, driver, compute_units, global_mem_bytes, copy_bandwidth_gbps) \
              VALUES (?, ?, ?, ?, ?, ?) \
              ON CONFLICT (name, vendor, driver) DO UPDATE SET \
@@ -24,37 +24,39 @@ impl Store {
                global_mem_bytes = excluded.global_mem_bytes, \
                copy_bandwidth_gbps = COALESCE(excluded.copy_bandwidth_gbps, devices.copy_bandwidth_gbps) \
              RETURNING id",
-        )
-        .bind(&d.name)
-        .bind(&d.vendor)
-        .bind(&d.driver)
-        .bind(i64::from(d.compute_units))
-        .bind(int(d.global_mem_bytes, "global memory size")?)
-        .bind(bw)
-        .fetch_one(&self.pool)
-        .await
+        );
+        let mem = int(d.global_mem_bytes, "global memory size")?;
+        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
+            .bind(&d.name)
+            .bind(&d.vendor)
+            .bind(&d.driver)
+            .bind(i64::from(d.compute_units))
+            .bind(mem)
+            .bind(bw)
+            .fetch_one(pool)
+            .await)
         .op("upsert_device")?;
         Ok(DeviceId(id))
     }
 
     /// The device with this id, if any.
     pub async fn device(&self, id: DeviceId) -> Result<Option<Device>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM devices WHERE id = ?");
-        let row = sqlx::query_as::<_, DeviceRow>(sqlx::AssertSqlSafe(sql))
+        let sql = self.sql(&format!("SELECT {COLUMNS} FROM devices WHERE id = ?"));
+        let row = on_pool!(self, |pool| sqlx::query_as::<_, DeviceRow>(sql)
             .bind(id.0)
-            .fetch_optional(&self.pool)
-            .await
-            .op("device")?;
+            .fetch_optional(pool)
+            .await)
+        .op("device")?;
         row.map(Device::try_from).transpose()
     }
 
     /// Every device, by id.
     pub async fn list_devices(&self) -> Result<Vec<Device>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM devices ORDER BY id");
-        let rows = sqlx::query_as::<_, DeviceRow>(sqlx::AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
-            .await
-            .op("list_devices")?;
+        let sql = self.sql(&format!("SELECT {COLUMNS} FROM devices ORDER BY id"));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, DeviceRow>(sql)
+            .fetch_all(pool)
+            .await)
+        .op("list_devices")?;
         rows.into_iter().map(Device::try_from).collect()
     }
 }

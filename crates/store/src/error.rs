@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// `DATABASE_URL` (or the URL given to [`crate::Store::connect`]) is not a
-    /// SQLite location this crate understands.
+    /// SQLite or PostgreSQL location this crate understands.
     #[error("invalid database URL '{url}': {reason}")]
     InvalidUrl {
         /// The URL as given.
@@ -61,6 +61,15 @@ pub enum StoreError {
         what: &'static str,
         /// What is wrong.
         message: String,
+    },
+    /// The operation exists for one backend only (SQLite's journal mode asked
+    /// of a PostgreSQL store).
+    #[error("'{operation}' is not available on a {backend} database")]
+    Unsupported {
+        /// Which store function.
+        operation: &'static str,
+        /// The backend of the store.
+        backend: &'static str,
     },
     /// A row named by id does not exist.
     #[error("no {table} row with id {id}")]

@@ -18,23 +18,30 @@ pub enum DbLocation {
     File(PathBuf),
     /// A private in-memory database, gone when the store is dropped.
     Memory,
+    /// A PostgreSQL database, by its `postgres://` (or `postgresql://`) URL.
+    Postgres(String),
 }
 
 impl DbLocation {
-    /// Parses a location: `sqlite://path`, `sqlite:path`, or a plain path.
+    /// Parses a location: `postgres://...` or `postgresql://...` (a PostgreSQL
+    /// server, passed to the driver as given), `sqlite://path`, `sqlite:path`, or
+    /// a plain path.
     ///
     /// `sqlite:///abs/file.db` and `sqlite:/abs/file.db` give `/abs/file.db`;
     /// `sqlite://rel.db` and `sqlite:rel.db` give `rel.db` (relative to the working
     /// directory); `sqlite::memory:`, `sqlite://:memory:` and `:memory:` give
     /// [`DbLocation::Memory`]. A query string (`?mode=rwc`) is ignored: the file is
     /// always opened read-write and created when missing. Other schemes
-    /// (`postgres://...`) and empty paths are errors.
+    /// (`mysql://...`) and empty paths are errors.
     pub fn parse(url: &str) -> Result<DbLocation, StoreError> {
         let invalid = |reason: &str| StoreError::InvalidUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
         let trimmed = url.trim();
+        if trimmed.starts_with("postgres://") || trimmed.starts_with("postgresql://") {
+            return Ok(DbLocation::Postgres(trimmed.to_string()));
+        }
         let rest = if let Some(r) = trimmed.strip_prefix("sqlite://") {
             r
         } else if let Some(r) = trimmed.strip_prefix("sqlite:") {
@@ -46,7 +53,7 @@ impl DbLocation {
                     .all(|c| c.is_ascii_alphanumeric() || c == '+')
             {
                 return Err(invalid(&format!(
-                    "scheme '{scheme}' is not supported; use sqlite://PATH or a plain path"
+                    "scheme '{scheme}' is not supported; use postgres://..., sqlite://PATH or a plain path"
                 )));
             }
             trimmed
@@ -84,7 +91,25 @@ impl fmt::Display for DbLocation {
         match self {
             DbLocation::File(p) => write!(f, "{}", p.display()),
             DbLocation::Memory => f.write_str(":memory:"),
+            DbLocation::Postgres(url) => f.write_str(&without_password(url)),
         }
+    }
+}
+
+/// A URL with the password of its user part, if any, replaced by `***`, so
+/// that messages and logs can show where the database is.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
     }
 }
 
@@ -135,7 +160,6 @@ mod tests {
     #[test]
     fn rejected() {
         for bad in [
-            "postgres://u@h/db",
             "mysql://h/db",
             "sqlite://",
             "sqlite:",
@@ -147,6 +171,23 @@ mod tests {
                 other => panic!("{bad:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn postgres_urls_are_kept_and_shown_without_password() {
+        let url = "postgres://spmv:s3cret@db.example:5432/results?sslmode=disable";
+        let loc = DbLocation::parse(url).unwrap();
+        assert_eq!(loc, DbLocation::Postgres(url.to_string()));
+        assert_eq!(
+            loc.to_string(),
+            "postgres://spmv:***@db.example:5432/results?sslmode=disable"
+        );
+        let plain = "postgresql://u@h/db";
+        assert_eq!(DbLocation::parse(plain).unwrap().to_string(), plain);
+        assert_eq!(
+            DbLocation::parse("postgres://h/db").unwrap().to_string(),
+            "postgres://h/db"
+        );
     }
 
     #[test]

@@ -3,7 +3,6 @@
 use crate::error::QueryContext;
 use crate::rows::{from_json, int, to_json, uint};
 use crate::{Matrix, MatrixId, MatrixRecord, Store, StoreError};
-use sqlx::AssertSqlSafe;
 
 const COLUMNS: &str = "id, content_hash, name, source, nrows, ncols, nnz, features, created_at";
 
@@ -13,44 +12,53 @@ impl Store {
     /// in a request stays a corpus matrix); the features are replaced, so that
     /// rows written under an older feature order are brought up to date.
     pub async fn upsert_matrix(&self, m: &MatrixRecord) -> Result<MatrixId, StoreError> {
-        let id: i64 = sqlx::query_scalar(
+        let sql = self.sql(
             "INSERT INTO matrices (content_hash, name, source, nrows, ncols, nnz, features) \
              VALUES (?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (content_hash) DO UPDATE SET features = excluded.features \
              RETURNING id",
-        )
-        .bind(&m.content_hash)
-        .bind(&m.name)
-        .bind(&m.source)
-        .bind(int(m.nrows, "nrows")?)
-        .bind(int(m.ncols, "ncols")?)
-        .bind(int(m.nnz, "nnz")?)
-        .bind(to_json(&m.features, "features")?)
-        .fetch_one(&self.pool)
-        .await
+        );
+        let (nrows, ncols, nnz) = (
+            int(m.nrows, "nrows")?,
+            int(m.ncols, "ncols")?,
+            int(m.nnz, "nnz")?,
+        );
+        let features = to_json(&m.features, "features")?;
+        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
+            .bind(&m.content_hash)
+            .bind(&m.name)
+            .bind(&m.source)
+            .bind(nrows)
+            .bind(ncols)
+            .bind(nnz)
+            .bind(&features)
+            .fetch_one(pool)
+            .await)
         .op("upsert_matrix")?;
         Ok(MatrixId(id))
     }
 
     /// The matrix with this content hash, if stored.
     pub async fn matrix_by_hash(&self, content_hash: &str) -> Result<Option<Matrix>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM matrices WHERE content_hash = ?");
-        let row = sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
+        let sql = self.sql(&format!(
+            "SELECT {COLUMNS} FROM matrices WHERE content_hash = ?"
+        ));
+        let row = on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
             .bind(content_hash)
-            .fetch_optional(&self.pool)
-            .await
-            .op("matrix_by_hash")?;
+            .fetch_optional(pool)
+            .await)
+        .op("matrix_by_hash")?;
         row.map(Matrix::try_from).transpose()
     }
 
     /// The matrix with this id, if stored.
     pub async fn matrix(&self, id: MatrixId) -> Result<Option<Matrix>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM matrices WHERE id = ?");
-        let row = sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
+        let sql = self.sql(&format!("SELECT {COLUMNS} FROM matrices WHERE id = ?"));
+        let row = on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
             .bind(id.0)
-            .fetch_optional(&self.pool)
-            .await
-            .op("matrix")?;
+            .fetch_optional(pool)
+            .await)
+        .op("matrix")?;
         row.map(Matrix::try_from).transpose()
     }
 
@@ -60,21 +68,21 @@ impl Store {
     pub async fn list_matrices(&self, source: Option<&str>) -> Result<Vec<Matrix>, StoreError> {
         let rows = match source {
             None => {
-                let sql = format!("SELECT {COLUMNS} FROM matrices ORDER BY id");
-                sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
-                    .fetch_all(&self.pool)
-                    .await
+                let sql = self.sql(&format!("SELECT {COLUMNS} FROM matrices ORDER BY id"));
+                on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
+                    .fetch_all(pool)
+                    .await)
             }
             Some(s) => {
                 // substr instead of LIKE: sources may hold '%' or '_'.
-                let sql = format!(
+                let sql = self.sql(&format!(
                     "SELECT {COLUMNS} FROM matrices \
                      WHERE source = ?1 OR substr(source, 1, length(?1) + 1) = ?1 || ':' ORDER BY id"
-                );
-                sqlx::query_as::<_, MatrixRow>(AssertSqlSafe(sql))
+                ));
+                on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
                     .bind(s)
-                    .fetch_all(&self.pool)
-                    .await
+                    .fetch_all(pool)
+                    .await)
             }
         }
         .op("list_matrices")?;

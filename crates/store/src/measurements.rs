@@ -2,6 +2,7 @@
 //! and bin (or whole plan). These are the trainer's labels; the unique key lets a
 //! resumed trainer skip what is already timed.
 
+use crate::backend::BeginWrite;
 use crate::error::QueryContext;
 use crate::rows::{non_negative, precision, scheme, scheme_code, uint};
 use crate::{
@@ -9,8 +10,6 @@ use crate::{
     Precision, RunId, Store, StoreError, Target,
 };
 use sparse::plan::{KernelId, Plan};
-use sqlx::sqlite::SqliteArguments;
-use sqlx::{AssertSqlSafe, Sqlite};
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
@@ -51,43 +50,78 @@ fn target_columns(key: &MeasurementKey) -> Result<(i64, String, String), StoreEr
     }
 }
 
-/// The INSERT OR IGNORE statement for one measurement.
-fn insert_query(
-    m: &NewMeasurement,
-) -> Result<sqlx::query::Query<'static, Sqlite, SqliteArguments>, StoreError> {
+/// The column values of one measurement, checked.
+struct InsertValues {
+    matrix: i64,
+    device: i64,
+    precision: &'static str,
+    scheme: i64,
+    bin: i64,
+    kernel: String,
+    plan: String,
+    context: i64,
+    median_ms: f64,
+    spread_ms: f64,
+    repetitions: i64,
+    ci_rel: Option<f64>,
+    run: Option<i64>,
+}
+
+/// The insert of one measurement, skipped when its key is stored.
+const INSERT: &str =
+    "INSERT INTO measurements (matrix_id, device_id, precision, scheme, bin, kernel, plan, \
+                                   context_id, median_ms, spread_ms, repetitions, ci_rel, run_id) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (matrix_id, device_id, precision, scheme, bin, kernel, plan, context_id) \
+         DO NOTHING";
+
+/// Checks a measurement and gives its column values.
+fn insert_values(m: &NewMeasurement) -> Result<InsertValues, StoreError> {
     let (bin, kernel, plan) = target_columns(&m.key)?;
-    let repetitions = if m.repetitions == 0 {
+    if m.repetitions == 0 {
         return Err(StoreError::InvalidValue {
             what: "repetitions",
             message: "a measurement needs at least one run".into(),
         });
-    } else {
-        i64::from(m.repetitions)
-    };
-    Ok(sqlx::query(
-        "INSERT INTO measurements (matrix_id, device_id, precision, scheme, bin, kernel, plan, \
-                                   context_id, median_ms, spread_ms, repetitions, ci_rel, run_id) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-         ON CONFLICT (matrix_id, device_id, precision, scheme, bin, kernel, plan, context_id) \
-         DO NOTHING",
-    )
-    .bind(m.key.matrix.0)
-    .bind(m.key.device.0)
-    .bind(m.key.precision.as_str())
-    .bind(scheme_code(m.key.scheme))
-    .bind(bin)
-    .bind(kernel)
-    .bind(plan)
-    .bind(m.key.context.0)
-    .bind(non_negative(m.median_ms, "median time")?)
-    .bind(non_negative(m.spread_ms, "time spread")?)
-    .bind(repetitions)
-    .bind(
-        m.ci_rel
+    }
+    Ok(InsertValues {
+        matrix: m.key.matrix.0,
+        device: m.key.device.0,
+        precision: m.key.precision.as_str(),
+        scheme: scheme_code(m.key.scheme),
+        bin,
+        kernel,
+        plan,
+        context: m.key.context.0,
+        median_ms: non_negative(m.median_ms, "median time")?,
+        spread_ms: non_negative(m.spread_ms, "time spread")?,
+        repetitions: i64::from(m.repetitions),
+        ci_rel: m
+            .ci_rel
             .map(|c| non_negative(c, "confidence interval"))
             .transpose()?,
-    )
-    .bind(m.run.map(|r| r.0)))
+        run: m.run.map(|r| r.0),
+    })
+}
+
+/// The [`INSERT`] statement with the values of `$v` bound, for either backend.
+macro_rules! insert_query {
+    ($sql:expr, $v:expr) => {
+        sqlx::query($sql)
+            .bind($v.matrix)
+            .bind($v.device)
+            .bind($v.precision)
+            .bind($v.scheme)
+            .bind($v.bin)
+            .bind(&$v.kernel)
+            .bind(&$v.plan)
+            .bind($v.context)
+            .bind($v.median_ms)
+            .bind($v.spread_ms)
+            .bind($v.repetitions)
+            .bind($v.ci_rel)
+            .bind($v.run)
+    };
 }
 
 impl Store {
@@ -95,11 +129,14 @@ impl Store {
     /// measurement with the same key exists, the stored one is kept and this
     /// returns `false`; it returns `true` when a row was added.
     pub async fn insert_measurement(&self, m: &NewMeasurement) -> Result<bool, StoreError> {
-        let done = insert_query(m)?
-            .execute(&self.pool)
+        let v = insert_values(m)?;
+        let sql = self.sql(INSERT);
+        let added = on_pool!(self, |pool| insert_query!(sql, v)
+            .execute(pool)
             .await
-            .op("insert_measurement")?;
-        Ok(done.rows_affected() == 1)
+            .map(|d| d.rows_affected()))
+        .op("insert_measurement")?;
+        Ok(added == 1)
     }
 
     /// Stores a batch of measurements in one transaction: after a crash either
@@ -107,48 +144,47 @@ impl Store {
     /// Returns how many rows were added.
     pub async fn insert_measurements(&self, batch: &[NewMeasurement]) -> Result<usize, StoreError> {
         // Validate everything before taking the write lock.
-        let queries = batch
+        let values = batch
             .iter()
-            .map(insert_query)
+            .map(insert_values)
             .collect::<Result<Vec<_>, _>>()?;
-        // IMMEDIATE takes the write lock up front (waiting up to the busy timeout),
-        // so concurrent writers queue instead of failing on a lock upgrade.
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .op("insert_measurements")?;
-        let mut added = 0;
-        for q in queries {
-            added += q
-                .execute(&mut *tx)
-                .await
-                .op("insert_measurements")?
-                .rows_affected() as usize;
+        let sql = self.sql(INSERT).0;
+        on_pool!(self, |pool| async {
+            let mut tx = pool.begin_write().await?;
+            let mut added = 0;
+            for v in &values {
+                added += insert_query!(sqlx::AssertSqlSafe(sql.clone()), v)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected() as usize;
+            }
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(added)
         }
-        tx.commit().await.op("insert_measurements")?;
-        Ok(added)
+        .await)
+        .op("insert_measurements")
     }
 
     /// Whether a measurement with this key is stored.
     pub async fn has_measurement(&self, key: &MeasurementKey) -> Result<bool, StoreError> {
         let (bin, kernel, plan) = target_columns(key)?;
-        let found: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM measurements WHERE matrix_id = ? AND device_id = ? AND precision = ? \
-             AND scheme = ? AND bin = ? AND kernel = ? AND plan = ? AND context_id = ?",
-        )
-        .bind(key.matrix.0)
-        .bind(key.device.0)
-        .bind(key.precision.as_str())
-        .bind(scheme_code(key.scheme))
-        .bind(bin)
-        .bind(kernel)
-        .bind(plan)
-        .bind(key.context.0)
-        .fetch_optional(&self.pool)
-        .await
-        .op("has_measurement")?;
-        Ok(found.is_some())
+        let sql = self.sql(
+            "SELECT EXISTS (SELECT 1 FROM measurements WHERE matrix_id = ? AND device_id = ? \
+             AND precision = ? AND scheme = ? AND bin = ? AND kernel = ? AND plan = ? \
+             AND context_id = ?)",
+        );
+        on_pool!(self, |pool| sqlx::query_scalar::<_, bool>(sql)
+            .bind(key.matrix.0)
+            .bind(key.device.0)
+            .bind(key.precision.as_str())
+            .bind(scheme_code(key.scheme))
+            .bind(bin)
+            .bind(&kernel)
+            .bind(&plan)
+            .bind(key.context.0)
+            .fetch_one(pool)
+            .await)
+        .op("has_measurement")
     }
 
     /// The keys of every measurement stored for a matrix on a device in a
@@ -159,17 +195,17 @@ impl Store {
         device: DeviceId,
         precision: Precision,
     ) -> Result<HashSet<MeasurementKey>, StoreError> {
-        let sql = format!(
+        let sql = self.sql(&format!(
             "SELECT {KEY_COLUMNS} FROM measurements \
              WHERE matrix_id = ? AND device_id = ? AND precision = ?"
-        );
-        let rows = sqlx::query_as::<_, KeyRow>(AssertSqlSafe(sql))
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, KeyRow>(sql)
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
-            .fetch_all(&self.pool)
-            .await
-            .op("measured_keys")?;
+            .fetch_all(pool)
+            .await)
+        .op("measured_keys")?;
         rows.into_iter().map(MeasurementKey::try_from).collect()
     }
 
@@ -180,17 +216,17 @@ impl Store {
         device: DeviceId,
         precision: Precision,
     ) -> Result<Vec<Measurement>, StoreError> {
-        let sql = format!(
+        let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM measurements \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? ORDER BY id"
-        );
-        let rows = sqlx::query_as::<_, MeasurementRow>(AssertSqlSafe(sql))
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, MeasurementRow>(sql)
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
-            .fetch_all(&self.pool)
-            .await
-            .op("measurements_for")?;
+            .fetch_all(pool)
+            .await)
+        .op("measurements_for")?;
         rows.into_iter().map(Measurement::try_from).collect()
     }
 
@@ -200,25 +236,27 @@ impl Store {
         device: DeviceId,
         precision: Precision,
     ) -> Result<Vec<Measurement>, StoreError> {
-        let sql = format!(
+        let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM measurements WHERE device_id = ? AND precision = ? \
              ORDER BY matrix_id, id"
-        );
-        let rows = sqlx::query_as::<_, MeasurementRow>(AssertSqlSafe(sql))
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, MeasurementRow>(sql)
             .bind(device.0)
             .bind(precision.as_str())
-            .fetch_all(&self.pool)
-            .await
-            .op("all_measurements")?;
+            .fetch_all(pool)
+            .await)
+        .op("all_measurements")?;
         rows.into_iter().map(Measurement::try_from).collect()
     }
 
     /// How many measurements are stored, over all matrices, devices and precisions.
     pub async fn measurement_count(&self) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM measurements")
-            .fetch_one(&self.pool)
-            .await
-            .op("measurement_count")?;
+        let n: i64 = on_pool!(self, |pool| sqlx::query_scalar(
+            "SELECT COUNT(*) FROM measurements"
+        )
+        .fetch_one(pool)
+        .await)
+        .op("measurement_count")?;
         uint(n, "measurements", "count")
     }
 }

@@ -7,29 +7,33 @@ use crate::{Model, ModelId, ModelRecord, Store, StoreError};
 impl Store {
     /// Records a trained model. Returns its id.
     pub async fn insert_model(&self, m: &ModelRecord) -> Result<ModelId, StoreError> {
-        let id: i64 = sqlx::query_scalar(
+        let sql = self.sql(
             "INSERT INTO models (path, device_name, precision, metrics, card) \
              VALUES (?, ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(&m.path)
-        .bind(&m.device_name)
-        .bind(m.precision.as_str())
-        .bind(to_json(&m.metrics, "model metrics")?)
-        .bind(to_json(&m.card, "model card")?)
-        .fetch_one(&self.pool)
-        .await
+        );
+        let metrics = to_json(&m.metrics, "model metrics")?;
+        let card = to_json(&m.card, "model card")?;
+        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
+            .bind(&m.path)
+            .bind(&m.device_name)
+            .bind(m.precision.as_str())
+            .bind(&metrics)
+            .bind(&card)
+            .fetch_one(pool)
+            .await)
         .op("insert_model")?;
         Ok(ModelId(id))
     }
 
     /// Every recorded model, oldest first.
     pub async fn list_models(&self) -> Result<Vec<Model>, StoreError> {
-        let rows = sqlx::query_as::<_, ModelRow>(
+        let sql = self.sql(
             "SELECT id, path, device_name, precision, metrics, card, created_at \
              FROM models ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await
+        );
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ModelRow>(sql)
+            .fetch_all(pool)
+            .await)
         .op("list_models")?;
         rows.into_iter().map(Model::try_from).collect()
     }

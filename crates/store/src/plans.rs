@@ -1,14 +1,14 @@
 //! The `plans` table: the best plan of each scheme per matrix, device and
 //! precision, and which of them is the oracle (the best over all schemes).
 
+use crate::backend::{Backend, BeginWrite};
 use crate::error::QueryContext;
-use crate::rows::{from_json, non_negative, precision, scheme_code, NOW};
+use crate::rows::{from_json, non_negative, precision, scheme_code};
 use crate::{
     canonical_plan_json, ContextId, DeviceId, MatrixId, PlanId, PlanRecord, Precision, Store,
     StoreError, StoredPlan,
 };
 use sparse::plan::Plan;
-use sqlx::AssertSqlSafe;
 
 const COLUMNS: &str = "id, matrix_id, device_id, precision, plan, total_ms, bins_sum_ms, \
                        is_oracle, context_id, created_at";
@@ -26,49 +26,59 @@ impl Store {
             .map(|t| non_negative(t, "plan bins time"))
             .transpose()?;
         let code = scheme_code(p.plan.scheme);
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .op("upsert_plan")?;
-        if p.is_oracle {
-            sqlx::query(
-                "UPDATE plans SET is_oracle = 0 \
-                 WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
-                 AND scheme <> ? AND is_oracle = 1",
-            )
-            .bind(p.matrix.0)
-            .bind(p.device.0)
-            .bind(p.precision.as_str())
-            .bind(p.context.0)
-            .bind(code)
-            .execute(&mut *tx)
-            .await
-            .op("upsert_plan")?;
-        }
-        let sql = format!(
-            "INSERT INTO plans (matrix_id, device_id, precision, scheme, plan, total_ms, bins_sum_ms, \
-                                is_oracle, context_id) \
+        let clear = self.sql(
+            "UPDATE plans SET is_oracle = FALSE \
+             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
+             AND scheme <> ? AND is_oracle = TRUE",
+        );
+        let upsert = self.sql(&format!(
+            "INSERT INTO plans (matrix_id, device_id, precision, scheme, plan, total_ms, bins_sum_ms, is_oracle, \
+                                context_id) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (matrix_id, device_id, precision, scheme, context_id) DO UPDATE SET \
                plan = excluded.plan, total_ms = excluded.total_ms, bins_sum_ms = excluded.bins_sum_ms, \
-               is_oracle = excluded.is_oracle, created_at = {NOW} \
-             RETURNING id"
-        );
-        let id: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
-            .bind(p.matrix.0)
-            .bind(p.device.0)
-            .bind(p.precision.as_str())
-            .bind(code)
-            .bind(json)
-            .bind(total)
-            .bind(bins_sum)
-            .bind(p.is_oracle)
-            .bind(p.context.0)
-            .fetch_one(&mut *tx)
-            .await
-            .op("upsert_plan")?;
-        tx.commit().await.op("upsert_plan")?;
+               is_oracle = excluded.is_oracle, created_at = {} \
+             RETURNING id",
+            self.backend().now()
+        ));
+        // SQLite's IMMEDIATE transaction already holds the one write lock; on
+        // PostgreSQL two writers of oracles for one matrix would each clear the
+        // other's flag and then clash on the one-oracle index, so plan writers
+        // queue on a table lock (they are rare: one per scheme and matrix).
+        let lock = (self.backend() == Backend::Postgres)
+            .then_some("LOCK TABLE plans IN SHARE ROW EXCLUSIVE MODE");
+        let id: i64 = on_pool!(self, |pool| async {
+            let mut tx = pool.begin_write().await?;
+            if let Some(lock) = lock {
+                sqlx::query(lock).execute(&mut *tx).await?;
+            }
+            if p.is_oracle {
+                sqlx::query(clear)
+                    .bind(p.matrix.0)
+                    .bind(p.device.0)
+                    .bind(p.precision.as_str())
+                    .bind(p.context.0)
+                    .bind(code)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let id: i64 = sqlx::query_scalar(upsert)
+                .bind(p.matrix.0)
+                .bind(p.device.0)
+                .bind(p.precision.as_str())
+                .bind(code)
+                .bind(&json)
+                .bind(total)
+                .bind(bins_sum)
+                .bind(p.is_oracle)
+                .bind(p.context.0)
+                .fetch_one(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(id)
+        }
+        .await)
+        .op("upsert_plan")?;
         Ok(PlanId(id))
     }
 
@@ -80,19 +90,19 @@ impl Store {
         precision: Precision,
         context: ContextId,
     ) -> Result<Option<StoredPlan>, StoreError> {
-        let sql = format!(
+        let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM plans \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
-             AND is_oracle = 1"
-        );
-        let row = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
+             AND is_oracle = TRUE"
+        ));
+        let row = on_pool!(self, |pool| sqlx::query_as::<_, PlanRow>(sql)
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
             .bind(context.0)
-            .fetch_optional(&self.pool)
-            .await
-            .op("oracle_plan")?;
+            .fetch_optional(pool)
+            .await)
+        .op("oracle_plan")?;
         row.map(StoredPlan::try_from).transpose()
     }
 
@@ -105,19 +115,19 @@ impl Store {
         precision: Precision,
         context: ContextId,
     ) -> Result<Vec<StoredPlan>, StoreError> {
-        let sql = format!(
+        let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM plans \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
              ORDER BY scheme"
-        );
-        let rows = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, PlanRow>(sql)
             .bind(matrix.0)
             .bind(device.0)
             .bind(precision.as_str())
             .bind(context.0)
-            .fetch_all(&self.pool)
-            .await
-            .op("plans_for")?;
+            .fetch_all(pool)
+            .await)
+        .op("plans_for")?;
         rows.into_iter().map(StoredPlan::try_from).collect()
     }
 
@@ -129,18 +139,18 @@ impl Store {
         precision: Precision,
         context: ContextId,
     ) -> Result<Vec<StoredPlan>, StoreError> {
-        let sql = format!(
+        let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM plans \
-             WHERE device_id = ? AND precision = ? AND context_id = ? AND is_oracle = 1 \
+             WHERE device_id = ? AND precision = ? AND context_id = ? AND is_oracle = TRUE \
              ORDER BY matrix_id"
-        );
-        let rows = sqlx::query_as::<_, PlanRow>(AssertSqlSafe(sql))
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, PlanRow>(sql)
             .bind(device.0)
             .bind(precision.as_str())
             .bind(context.0)
-            .fetch_all(&self.pool)
-            .await
-            .op("oracle_plans")?;
+            .fetch_all(pool)
+            .await)
+        .op("oracle_plans")?;
         rows.into_iter().map(StoredPlan::try_from).collect()
     }
 }

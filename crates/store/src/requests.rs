@@ -26,23 +26,24 @@ impl Store {
             .e2e_ms
             .map(|t| non_negative(t, "end-to-end time"))
             .transpose()?;
-        let id: i64 = sqlx::query_scalar(
+        let sql = self.sql(
             "INSERT INTO requests (route, matrix_hash, features, plan, precision, device, model, \
                                    kernel_ms, e2e_ms, status) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(&r.route)
-        .bind(r.matrix_hash.as_deref())
-        .bind(features)
-        .bind(plan)
-        .bind(r.precision.map(|p| p.as_str()))
-        .bind(r.device.as_deref())
-        .bind(r.model.as_deref())
-        .bind(kernel_ms)
-        .bind(e2e_ms)
-        .bind(i64::from(r.status))
-        .fetch_one(&self.pool)
-        .await
+        );
+        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
+            .bind(&r.route)
+            .bind(r.matrix_hash.as_deref())
+            .bind(features.as_deref())
+            .bind(plan.as_deref())
+            .bind(r.precision.map(|p| p.as_str()))
+            .bind(r.device.as_deref())
+            .bind(r.model.as_deref())
+            .bind(kernel_ms)
+            .bind(e2e_ms)
+            .bind(i64::from(r.status))
+            .fetch_one(pool)
+            .await)
         .op("log_request")?;
         Ok(RequestId(id))
     }
@@ -55,15 +56,16 @@ impl Store {
         after: RequestId,
         limit: u32,
     ) -> Result<Vec<Request>, StoreError> {
-        let rows = sqlx::query_as::<_, RequestRow>(
+        let sql = self.sql(
             "SELECT id, at, route, matrix_hash, features, plan, precision, device, model, \
                     kernel_ms, e2e_ms, status \
              FROM requests WHERE id > ? ORDER BY id LIMIT ?",
-        )
-        .bind(after.0)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
+        );
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, RequestRow>(sql)
+            .bind(after.0)
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await)
         .op("requests_since")?;
         rows.into_iter().map(Request::try_from).collect()
     }

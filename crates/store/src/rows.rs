@@ -5,9 +5,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sparse::Scheme;
 
-/// The current time as stored in `created_at`-like columns.
-pub(crate) const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
-
 /// A count for an INTEGER column.
 pub(crate) fn int(value: u64, what: &'static str) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| StoreError::InvalidValue {

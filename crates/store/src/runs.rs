@@ -5,27 +5,36 @@
 //! and marks it with [`Store::interrupt_abandoned_run`].
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, precision, to_json, uint, NOW};
+use crate::rows::{from_json, precision, to_json, uint};
 use crate::{DeviceId, RunId, RunOwner, RunRecord, RunStatus, Store, StoreError, TrainingRun};
-use sqlx::AssertSqlSafe;
 
-const COLUMNS: &str = "id, started_at, finished_at, device_id, precision, params, status, notes, \
-     pid, host, token, heartbeat_at, \
-     (julianday('now') - julianday(COALESCE(heartbeat_at, started_at))) * 86400.0 AS idle_s";
+impl Store {
+    /// The columns of [`RunRow`], with the idle time computed by this backend.
+    fn run_columns(&self) -> String {
+        format!(
+            "id, started_at, finished_at, device_id, precision, params, status, notes, \
+             pid, host, token, heartbeat_at, {} AS idle_s",
+            self.backend()
+                .seconds_since("COALESCE(heartbeat_at, started_at)")
+        )
+    }
+}
 
 impl Store {
     /// Records the start of a training run (status `running`). Returns its id.
     pub async fn start_run(&self, r: &RunRecord) -> Result<RunId, StoreError> {
-        let id: i64 = sqlx::query_scalar(
+        let sql = self.sql(
             "INSERT INTO training_runs (device_id, precision, params, notes) \
              VALUES (?, ?, ?, ?) RETURNING id",
-        )
-        .bind(r.device.map(|d| d.0))
-        .bind(r.precision.map(|p| p.as_str()))
-        .bind(to_json(&r.params, "run parameters")?)
-        .bind(&r.notes)
-        .fetch_one(&self.pool)
-        .await
+        );
+        let params = to_json(&r.params, "run parameters")?;
+        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
+            .bind(r.device.map(|d| d.0))
+            .bind(r.precision.map(|p| p.as_str()))
+            .bind(&params)
+            .bind(&r.notes)
+            .fetch_one(pool)
+            .await)
         .op("start_run")?;
         Ok(RunId(id))
     }
@@ -37,35 +46,39 @@ impl Store {
         r: &RunRecord,
         owner: &RunOwner,
     ) -> Result<RunId, StoreError> {
-        let sql = format!(
+        let sql = self.sql(&format!(
             "INSERT INTO training_runs (device_id, precision, params, notes, pid, host, token, heartbeat_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, {NOW}) RETURNING id"
-        );
-        let id: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+             VALUES (?, ?, ?, ?, ?, ?, ?, {}) RETURNING id",
+            self.backend().now()
+        ));
+        let params = to_json(&r.params, "run parameters")?;
+        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
             .bind(r.device.map(|d| d.0))
             .bind(r.precision.map(|p| p.as_str()))
-            .bind(to_json(&r.params, "run parameters")?)
+            .bind(&params)
             .bind(&r.notes)
             .bind(i64::from(owner.pid))
             .bind(&owner.host)
             .bind(&owner.token)
-            .fetch_one(&self.pool)
-            .await
-            .op("start_owned_run")?;
+            .fetch_one(pool)
+            .await)
+        .op("start_owned_run")?;
         Ok(RunId(id))
     }
 
     /// Notes that a running run is making progress (sets `heartbeat_at` to now).
     /// Does nothing to a run that is no longer `running`.
     pub async fn heartbeat_run(&self, id: RunId) -> Result<(), StoreError> {
-        let sql = format!(
-            "UPDATE training_runs SET heartbeat_at = {NOW} WHERE id = ? AND status = 'running'"
-        );
-        sqlx::query(AssertSqlSafe(sql))
+        let sql = self.sql(&format!(
+            "UPDATE training_runs SET heartbeat_at = {} WHERE id = ? AND status = 'running'",
+            self.backend().now()
+        ));
+        on_pool!(self, |pool| sqlx::query(sql)
             .bind(id.0)
-            .execute(&self.pool)
+            .execute(pool)
             .await
-            .op("heartbeat_run")?;
+            .map(|_| ()))
+        .op("heartbeat_run")?;
         Ok(())
     }
 
@@ -74,18 +87,21 @@ impl Store {
     /// its notes. Only a run still `running` is changed, so two trainers
     /// starting at once mark it once: returns whether this call changed it.
     pub async fn interrupt_abandoned_run(&self, id: RunId, note: &str) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let sql = self.sql(&format!(
             "UPDATE training_runs SET status = 'interrupted', \
                finished_at = COALESCE(heartbeat_at, started_at), \
-               notes = CASE WHEN notes = '' THEN ?1 ELSE notes || char(10) || ?1 END \
+               notes = CASE WHEN notes = '' THEN ?1 ELSE notes || {} || ?1 END \
              WHERE id = ?2 AND status = 'running' AND finished_at IS NULL",
-        )
-        .bind(note)
-        .bind(id.0)
-        .execute(&self.pool)
-        .await
+            self.backend().newline()
+        ));
+        let done = on_pool!(self, |pool| sqlx::query(sql)
+            .bind(note)
+            .bind(id.0)
+            .execute(pool)
+            .await
+            .map(|d| d.rows_affected()))
         .op("interrupt_abandoned_run")?;
-        Ok(done.rows_affected() == 1)
+        Ok(done == 1)
     }
 
     /// Records the end of a run: its status (anything but
@@ -103,21 +119,23 @@ impl Store {
                 message: "a finished run cannot be 'running'".into(),
             });
         }
-        let sql = format!(
-            "UPDATE training_runs SET status = ?, finished_at = {NOW}, \
-             notes = CASE WHEN ? = '' THEN notes WHEN notes = '' THEN ? ELSE notes || char(10) || ? END \
-             WHERE id = ?"
-        );
-        let done = sqlx::query(AssertSqlSafe(sql))
+        let b = self.backend();
+        let sql = self.sql(&format!(
+            "UPDATE training_runs SET status = ?1, finished_at = {}, \
+             notes = CASE WHEN ?2 = '' THEN notes WHEN notes = '' THEN ?2 ELSE notes || {} || ?2 END \
+             WHERE id = ?3",
+            b.now(),
+            b.newline()
+        ));
+        let done = on_pool!(self, |pool| sqlx::query(sql)
             .bind(status.as_str())
             .bind(notes)
-            .bind(notes)
-            .bind(notes)
             .bind(id.0)
-            .execute(&self.pool)
+            .execute(pool)
             .await
-            .op("finish_run")?;
-        if done.rows_affected() == 0 {
+            .map(|d| d.rows_affected()))
+        .op("finish_run")?;
+        if done == 0 {
             return Err(StoreError::NotFound {
                 table: "training_runs",
                 id: id.0,
@@ -128,33 +146,41 @@ impl Store {
 
     /// The run with this id, if any.
     pub async fn run(&self, id: RunId) -> Result<Option<TrainingRun>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM training_runs WHERE id = ?");
-        let row = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql))
+        let sql = self.sql(&format!(
+            "SELECT {} FROM training_runs WHERE id = ?",
+            self.run_columns()
+        ));
+        let row = on_pool!(self, |pool| sqlx::query_as::<_, RunRow>(sql)
             .bind(id.0)
-            .fetch_optional(&self.pool)
-            .await
-            .op("run")?;
+            .fetch_optional(pool)
+            .await)
+        .op("run")?;
         row.map(TrainingRun::try_from).transpose()
     }
 
     /// Every run, oldest first.
     pub async fn list_runs(&self) -> Result<Vec<TrainingRun>, StoreError> {
-        let sql = format!("SELECT {COLUMNS} FROM training_runs ORDER BY id");
-        let rows = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
-            .await
-            .op("list_runs")?;
+        let sql = self.sql(&format!(
+            "SELECT {} FROM training_runs ORDER BY id",
+            self.run_columns()
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, RunRow>(sql)
+            .fetch_all(pool)
+            .await)
+        .op("list_runs")?;
         rows.into_iter().map(TrainingRun::try_from).collect()
     }
 
     /// Runs that never finished (still going, or killed), oldest first.
     pub async fn unfinished_runs(&self) -> Result<Vec<TrainingRun>, StoreError> {
-        let sql =
-            format!("SELECT {COLUMNS} FROM training_runs WHERE finished_at IS NULL ORDER BY id");
-        let rows = sqlx::query_as::<_, RunRow>(AssertSqlSafe(sql))
-            .fetch_all(&self.pool)
-            .await
-            .op("unfinished_runs")?;
+        let sql = self.sql(&format!(
+            "SELECT {} FROM training_runs WHERE finished_at IS NULL ORDER BY id",
+            self.run_columns()
+        ));
+        let rows = on_pool!(self, |pool| sqlx::query_as::<_, RunRow>(sql)
+            .fetch_all(pool)
+            .await)
+        .op("unfinished_runs")?;
         rows.into_iter().map(TrainingRun::try_from).collect()
     }
 }

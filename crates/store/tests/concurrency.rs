@@ -1,21 +1,22 @@
 //! Concurrent writers: tasks sharing one store, and two stores (as two processes
-//! would) on the same file, wait for each other's locks instead of failing.
+//! would) on the same database, wait for each other's locks instead of failing;
+//! on SQLite and on PostgreSQL.
 
 mod common;
 
 use common::{device, matrix, nth_key, timing};
 use serde_json::json;
+use store::testing::TestDb;
 use store::{Precision, RequestId, RequestRecord, RunRecord, Store};
 
 const TASKS: u32 = 8;
 const PER_TASK: u32 = 40;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn many_tasks_and_two_pools_write_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = common::file_store(dir.path()).await;
-    // A second, independent pool on the same file: another process's view.
-    let b = common::file_store(dir.path()).await;
+store::test_on_both_backends! {
+async fn many_tasks_and_two_pools_write_at_once(db: TestDb) {
+    let a = db.open().await;
+    // A second, independent pool on the same database: another process's view.
+    let b = db.open().await;
     let d = a.upsert_device(&device("dev")).await.unwrap();
     let m = a
         .upsert_matrix(&matrix("shared", "suitesparse", 0.0))
@@ -80,6 +81,7 @@ async fn many_tasks_and_two_pools_write_at_once() {
     assert!(a.unfinished_runs().await.unwrap().is_empty());
     assert_eq!(b.list_runs().await.unwrap().len() as u32, TASKS);
 }
+}
 
 #[tokio::test]
 async fn in_memory_store_serves_concurrent_tasks() {
@@ -115,23 +117,39 @@ async fn stores_opening_a_fresh_file_at_once_all_migrate() {
     // A server and a trainer started together on a new database (docker compose)
     // race to apply the migrations; every one must come up.
     for round in 0..5 {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("race.db").display());
-        let handles: Vec<_> = (0..6)
-            .map(|_| {
-                let url = url.clone();
-                tokio::spawn(async move { Store::connect(Some(&url)).await })
-            })
-            .collect();
-        for h in handles {
-            let s = h
-                .await
-                .unwrap()
-                .unwrap_or_else(|e| panic!("round {round}: {e}"));
-            assert_eq!(
-                s.applied_migrations().await.unwrap().len(),
-                Store::embedded_migrations().len()
-            );
-        }
+        let db = TestDb::sqlite();
+        opening_at_once_all_migrate(&db.url(), round).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stores_opening_a_fresh_postgres_database_at_once_all_migrate() {
+    for round in 0..3 {
+        let Some(db) = TestDb::postgres("stores_opening_a_fresh_postgres_database_at_once").await
+        else {
+            return;
+        };
+        opening_at_once_all_migrate(&db.url(), round).await;
+    }
+}
+
+/// Six stores connect to the new database at `url` at once; all must come up
+/// with every migration applied.
+async fn opening_at_once_all_migrate(url: &str, round: u32) {
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.to_string();
+            tokio::spawn(async move { Store::connect(Some(&url)).await })
+        })
+        .collect();
+    for h in handles {
+        let s = h
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(
+            s.applied_migrations().await.unwrap().len(),
+            Store::embedded_migrations(s.backend()).len()
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Resuming after an interrupted trainer: a child process that writes
 //! measurements is killed with SIGKILL, and the database must hold exactly the
 //! measurements it reported committed (plus at most the one in flight), with
-//! batches all-or-nothing and the run still unfinished.
+//! batches all-or-nothing and the run still unfinished. On SQLite and on PostgreSQL.
 
 mod common;
 
@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use store::{MeasurementKey, Precision, RunRecord, RunStatus, Store};
 
-/// Environment variable giving the child writer its database file.
+/// Environment variable giving the child writer its database URL.
 const CHILD_DB_ENV: &str = "STORE_RESUME_CHILD_DB";
 /// Every how many keys the child writes a batch of `BATCH` keys in one transaction.
 const BATCH_EVERY: u32 = 7;
@@ -76,10 +76,9 @@ impl Drop for KillOnDrop {
     }
 }
 
-#[tokio::test]
-async fn killed_writer_loses_nothing_committed() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("resume.db");
+store::test_on_both_backends! {
+async fn killed_writer_loses_nothing_committed(db: TestDb) {
+    let url = db.url();
     let mut child = KillOnDrop(
         Command::new(std::env::current_exe().unwrap())
             .args([
@@ -89,7 +88,7 @@ async fn killed_writer_loses_nothing_committed() {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env(CHILD_DB_ENV, &path)
+            .env(CHILD_DB_ENV, &url)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -116,7 +115,7 @@ async fn killed_writer_loses_nothing_committed() {
     );
     let run_id = run_id.expect("the child reported its run");
 
-    let s = Store::connect(Some(path.to_str().unwrap())).await.unwrap();
+    let s = db.open().await;
     let d = s.upsert_device(&device("dev")).await.unwrap();
     let m = s
         .matrix_by_hash("resume")
@@ -178,11 +177,9 @@ async fn killed_writer_loses_nothing_committed() {
     assert!(s.unfinished_runs().await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn dropped_store_keeps_committed_work_and_the_run_unfinished() {
-    let dir = tempfile::tempdir().unwrap();
+async fn dropped_store_keeps_committed_work_and_the_run_unfinished(db: TestDb) {
     let (m, d, run, committed) = {
-        let s = common::file_store(dir.path()).await;
+        let s = db.open().await;
         let d = s.upsert_device(&device("dev")).await.unwrap();
         let m = s
             .upsert_matrix(&matrix("drop", "suitesparse", 0.0))
@@ -208,10 +205,11 @@ async fn dropped_store_keeps_committed_work_and_the_run_unfinished() {
         // Dropped here without close() and without finish_run.
         (m, d, run, committed)
     };
-    let s = common::file_store(dir.path()).await;
+    let s = db.open().await;
     assert_eq!(
         s.measured_keys(m, d, Precision::F64).await.unwrap(),
         committed
     );
     assert!(s.run(run).await.unwrap().unwrap().is_unfinished());
+}
 }

@@ -1,4 +1,5 @@
-//! Every record type written and read back, idempotent inserts, and refusals.
+//! Every record type written and read back, idempotent inserts, and refusals,
+//! each on SQLite and on PostgreSQL.
 
 mod common;
 
@@ -9,12 +10,26 @@ use sparse::Scheme;
 use std::collections::HashSet;
 use store::{
     FeatureVector, MeasurementKey, ModelRecord, PlanRecord, Precision, RequestId, RequestRecord,
-    RunRecord, RunStatus, Store, StoreError, Target,
+    RunRecord, RunStatus, StoreError, Target,
 };
 
-#[tokio::test]
-async fn devices_round_trip_and_upsert_on_name_vendor_driver() {
-    let s = Store::open_in_memory().await.unwrap();
+#[test]
+fn feature_vector_with_another_order_is_not_current() {
+    let mut f = common::matrix("x", "s", 0.0).features;
+    assert!(f.to_features().is_some());
+    f.names.swap(0, 1);
+    assert!(!f.has_current_order());
+    assert!(f.to_features().is_none());
+    let short = FeatureVector {
+        names: vec!["rows".into()],
+        values: vec![1.0],
+    };
+    assert!(short.to_features().is_none());
+}
+
+store::test_on_both_backends! {
+async fn devices_round_trip_and_upsert_on_name_vendor_driver(db: TestDb) {
+    let s = db.open().await;
     let a = device("gpu0");
     let id = s.upsert_device(&a).await.unwrap();
     let got = s.device(id).await.unwrap().unwrap();
@@ -39,9 +54,8 @@ async fn devices_round_trip_and_upsert_on_name_vendor_driver() {
     assert!(s.device(store::DeviceId(12345)).await.unwrap().is_none());
 }
 
-#[tokio::test]
-async fn matrices_round_trip_by_hash_and_filter_by_source() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn matrices_round_trip_by_hash_and_filter_by_source(db: TestDb) {
+    let s = db.open().await;
     let a = matrix("aaa", "suitesparse", 1.0);
     let id = s.upsert_matrix(&a).await.unwrap();
     let got = s.matrix_by_hash("aaa").await.unwrap().unwrap();
@@ -100,23 +114,9 @@ async fn matrices_round_trip_by_hash_and_filter_by_source() {
     assert!(s.list_matrices(Some("gen")).await.unwrap().is_empty());
 }
 
-#[test]
-fn feature_vector_with_another_order_is_not_current() {
-    let mut f = common::matrix("x", "s", 0.0).features;
-    assert!(f.to_features().is_some());
-    f.names.swap(0, 1);
-    assert!(!f.has_current_order());
-    assert!(f.to_features().is_none());
-    let short = FeatureVector {
-        names: vec!["rows".into()],
-        values: vec![1.0],
-    };
-    assert!(short.to_features().is_none());
-}
 
-#[tokio::test]
-async fn measurements_round_trip_and_inserts_are_idempotent() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn measurements_round_trip_and_inserts_are_idempotent(db: TestDb) {
+    let s = db.open().await;
     let d = s.upsert_device(&device("dev")).await.unwrap();
     let m = s
         .upsert_matrix(&matrix("h", "suitesparse", 0.0))
@@ -230,9 +230,8 @@ async fn measurements_round_trip_and_inserts_are_idempotent() {
     assert_eq!(all64[0].data.key, other_precision);
 }
 
-#[tokio::test]
-async fn plan_keys_are_canonical_whatever_the_kernel_order() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn plan_keys_are_canonical_whatever_the_kernel_order(db: TestDb) {
+    let s = db.open().await;
     let d = s.upsert_device(&device("dev")).await.unwrap();
     let m = s
         .upsert_matrix(&matrix("h", "suitesparse", 0.0))
@@ -268,9 +267,8 @@ async fn plan_keys_are_canonical_whatever_the_kernel_order() {
     assert!(err.to_string().contains("canonical"), "{err}");
 }
 
-#[tokio::test]
-async fn bad_measurements_are_refused() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn bad_measurements_are_refused(db: TestDb) {
+    let s = db.open().await;
     let d = s.upsert_device(&device("dev")).await.unwrap();
     let m = s
         .upsert_matrix(&matrix("h", "suitesparse", 0.0))
@@ -325,9 +323,8 @@ async fn bad_measurements_are_refused() {
     assert!(!s.has_measurement(&k).await.unwrap());
 }
 
-#[tokio::test]
-async fn plans_round_trip_with_one_oracle() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn plans_round_trip_with_one_oracle(db: TestDb) {
+    let s = db.open().await;
     let d = s.upsert_device(&device("dev")).await.unwrap();
     let m = s
         .upsert_matrix(&matrix("h", "suitesparse", 0.0))
@@ -450,9 +447,8 @@ async fn plans_round_trip_with_one_oracle() {
     );
 }
 
-#[tokio::test]
-async fn models_round_trip() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn models_round_trip(db: TestDb) {
+    let s = db.open().await;
     let rec = ModelRecord {
         path: "models/cpu-f64.json".into(),
         device_name: "pthread-cpu".into(),
@@ -474,9 +470,8 @@ async fn models_round_trip() {
     assert_eq!(models[1].record.precision, Precision::F32);
 }
 
-#[tokio::test]
-async fn runs_start_and_finish() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn runs_start_and_finish(db: TestDb) {
+    let s = db.open().await;
     let d = s.upsert_device(&device("dev")).await.unwrap();
     let rec = RunRecord {
         device: Some(d),
@@ -534,9 +529,8 @@ async fn runs_start_and_finish() {
     assert!(s.finish_run(id, RunStatus::Running, "").await.is_err());
 }
 
-#[tokio::test]
-async fn an_owned_run_keeps_its_owner_and_heartbeat_and_is_interrupted_once() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn an_owned_run_keeps_its_owner_and_heartbeat_and_is_interrupted_once(db: TestDb) {
+    let s = db.open().await;
     let owner = store::RunOwner {
         pid: 4242,
         host: "box".into(),
@@ -579,9 +573,8 @@ async fn an_owned_run_keeps_its_owner_and_heartbeat_and_is_interrupted_once() {
     );
 }
 
-#[tokio::test]
-async fn requests_are_logged_and_read_incrementally() {
-    let s = Store::open_in_memory().await.unwrap();
+async fn requests_are_logged_and_read_incrementally(db: TestDb) {
+    let s = db.open().await;
     let full = RequestRecord {
         route: "/spmv".into(),
         matrix_hash: Some("abc".into()),
@@ -624,25 +617,14 @@ async fn requests_are_logged_and_read_incrementally() {
     assert!(s.requests_since(b, 100).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn corrupt_json_in_a_row_is_a_decode_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = common::file_store(dir.path()).await;
+async fn corrupt_json_in_a_row_is_a_decode_error(db: TestDb) {
+    let s = db.open().await;
     s.upsert_matrix(&matrix("h", "suitesparse", 0.0))
         .await
         .unwrap();
     // Damage the row behind the store's back, as another program might.
-    let pool = sqlx::SqlitePool::connect(&format!(
-        "sqlite://{}",
-        dir.path().join("results.db").display()
-    ))
-    .await
-    .unwrap();
-    sqlx::query("UPDATE matrices SET features = '{not json'")
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
+    db.execute("UPDATE matrices SET features = '{not json'")
+        .await;
     let err = s.matrix_by_hash("h").await.unwrap_err();
     assert!(
         matches!(
@@ -657,10 +639,8 @@ async fn corrupt_json_in_a_row_is_a_decode_error() {
     );
 }
 
-#[tokio::test]
-async fn unknown_kernel_in_a_row_is_a_decode_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = common::file_store(dir.path()).await;
+async fn unknown_kernel_in_a_row_is_a_decode_error(db: TestDb) {
+    let s = db.open().await;
     let d = s.upsert_device(&device("dev")).await.unwrap();
     let m = s
         .upsert_matrix(&matrix("h", "suitesparse", 0.0))
@@ -668,13 +648,7 @@ async fn unknown_kernel_in_a_row_is_a_decode_error() {
         .unwrap();
     let k = bin_key(m, d, Precision::F32, Scheme::Single, 0, KernelId::Serial);
     s.insert_measurement(&timing(k, 1.0, None)).await.unwrap();
-    let url = format!("sqlite://{}", dir.path().join("results.db").display());
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    sqlx::query("UPDATE measurements SET kernel = 'warp9'")
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
+    db.execute("UPDATE measurements SET kernel = 'warp9'").await;
     let err = s.measured_keys(m, d, Precision::F32).await.unwrap_err();
     assert!(
         matches!(
@@ -688,4 +662,5 @@ async fn unknown_kernel_in_a_row_is_a_decode_error() {
         "{err:?}"
     );
     assert!(err.to_string().contains("warp9"), "{err}");
+}
 }

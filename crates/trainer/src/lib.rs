@@ -17,3 +17,4 @@ pub mod pipeline;
 pub mod report;
 pub mod runs;
 pub mod split;
+pub mod worker;

@@ -50,7 +50,8 @@ struct Common {
     /// OpenCL device (substring of "platform / device"); default: env SPMV_DEVICE, else the best found.
     #[arg(long, global = true, env = "SPMV_DEVICE")]
     device: Option<String>,
-    /// Results database, a path or sqlite:// URL (default: spmv.db in the working directory).
+    /// Results database: postgres://USER@HOST/DB (shared by several workers), a
+    /// path or a sqlite:// URL (default: spmv.db in the working directory).
     #[arg(
         long = "database-url",
         alias = "database",
@@ -129,7 +130,7 @@ enum Command {
     /// Fit and evaluate both models from a results database, with no device: the
     /// held-out matrices are evaluated from the stored measurements.
     Fit {
-        /// The results database (a path or sqlite:// URL), e.g. one brought back from a GPU.
+        /// The results database (a path, sqlite:// or postgres:// URL), e.g. one brought back from a GPU.
         #[arg(long)]
         from_db: String,
         /// The device of that database to fit for (exact name or substring); needed
@@ -142,12 +143,47 @@ enum Command {
         #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
         context: Option<String>,
     },
+    /// Put the corpus (same flags as `label`) into the labelling queue of the
+    /// database, for `trainer worker` processes to claim.
+    Enqueue {
+        #[command(flatten)]
+        queue: QueueArgs,
+    },
+    /// Claim matrices from the labelling queue and label them, until the queue
+    /// is empty. Run one per device, on as many machines as share the database.
+    Worker {
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// Enqueue the corpus first (harmless when it is already there).
+        #[arg(long)]
+        enqueue: bool,
+        /// A claim not renewed for this many seconds lapses, and another worker
+        /// takes the matrix over (renewed every quarter of it).
+        #[arg(long, env = "SPMV_WORKER_LEASE_SECONDS", default_value_t = 60.0)]
+        lease_seconds: f64,
+        /// A matrix is claimed at most this many times (a matrix that keeps
+        /// killing its workers is then left alone).
+        #[arg(long, default_value_t = 3)]
+        max_attempts: u32,
+        /// Seconds between looks at the queue while other workers hold every
+        /// open matrix.
+        #[arg(long, default_value_t = 2.0)]
+        poll_seconds: f64,
+    },
     /// Evaluate a model on the matrices of a folder (labelling them first when needed).
     Evaluate {
         /// The model file.
         #[arg(long)]
         model: PathBuf,
     },
+}
+
+/// The labelling queue a command works on.
+#[derive(Args, Clone)]
+struct QueueArgs {
+    /// The queue's name (several queues can share a database, e.g. one per device kind).
+    #[arg(long, env = "SPMV_QUEUE", default_value = "default")]
+    queue: String,
 }
 
 impl Common {
@@ -314,6 +350,42 @@ async fn main() -> Result<()> {
             report_labelling(&lc, &items);
             Ok(())
         }
+        Command::Enqueue { queue } => {
+            let (_, items) = c.corpus()?;
+            let store = store::Store::connect(c.database.as_deref())
+                .await
+                .context("opening the results database")?;
+            let added = trainer::worker::enqueue(&store, &queue.queue, &items).await?;
+            println!(
+                "queue '{}': {added} of {} corpus matrices added",
+                queue.queue,
+                items.len()
+            );
+            Ok(())
+        }
+        Command::Worker {
+            queue,
+            enqueue,
+            lease_seconds,
+            max_attempts,
+            poll_seconds,
+        } => {
+            let secs = |s: f64, what: &str| {
+                std::time::Duration::try_from_secs_f64(s)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .with_context(|| format!("{what} must be a positive number of seconds"))
+            };
+            let opts = trainer::worker::WorkerOptions {
+                queue: queue.queue,
+                lease: secs(lease_seconds, "--lease-seconds")?,
+                max_attempts,
+                poll: secs(poll_seconds, "--poll-seconds")?,
+                precisions: c.precisions()?,
+                label: c.label_options(),
+            };
+            work(&c, &opts, enqueue).await
+        }
         Command::Run => run(&c).await,
         Command::Fit {
             from_db,
@@ -322,6 +394,27 @@ async fn main() -> Result<()> {
         } => fit_from_db(&c, &from_db, device_name.as_deref(), context.as_deref()).await,
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
+}
+
+/// `trainer worker`: the corpus, the device, then claims until the queue is empty.
+async fn work(c: &Common, opts: &trainer::worker::WorkerOptions, enqueue: bool) -> Result<()> {
+    let (_, items) = c.corpus()?;
+    let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
+    if enqueue {
+        trainer::worker::enqueue(&env.store, &opts.queue, &items).await?;
+    }
+    let r = trainer::worker::run_worker(&env, &items, opts).await?;
+    println!(
+        "worker {}: {} labelled, {} failed, {} taken over by other workers",
+        r.worker,
+        r.labelled.len(),
+        r.failed.len(),
+        r.lost.len()
+    );
+    for (n, e) in &r.failed {
+        println!("  failed: {n}: {e}");
+    }
+    Ok(())
 }
 
 fn report_labelling(lc: &pipeline::LabelledCorpus, items: &[corpus::Item]) {

@@ -1,0 +1,282 @@
+//! The `label_queue` table: corpus matrices waiting to be labelled by
+//! `trainer worker` processes, each claimed by one worker at a time.
+//!
+//! A claim is held while its heartbeat is fresh; once the heartbeat is older
+//! than the lease the claiming worker passes, the claim has lapsed and the next
+//! [`Store::claim_label`] may take it over. On PostgreSQL the claim picks its
+//! row with `FOR UPDATE SKIP LOCKED`, so workers never wait on each other's
+//! claims; on SQLite the one `UPDATE ... RETURNING` statement runs under the
+//! database's single write lock, which gives the same one-owner guarantee.
+
+use crate::backend::Backend;
+use crate::error::QueryContext;
+use crate::rows::uint;
+use crate::{Store, StoreError};
+use std::time::Duration;
+
+/// The id of a queue row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueId(pub i64);
+
+/// The state of a queue row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueueStatus {
+    /// Never claimed.
+    Pending,
+    /// Held by a worker (whose heartbeat may have stopped: see
+    /// [`QueueEntry::lapsed`]).
+    Claimed,
+    /// Labelled.
+    Done,
+    /// Labelling failed (the error is kept).
+    Failed,
+}
+
+impl QueueStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueStatus::Pending => "pending",
+            QueueStatus::Claimed => "claimed",
+            QueueStatus::Done => "done",
+            QueueStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Result<QueueStatus, StoreError> {
+        Ok(match s {
+            "pending" => QueueStatus::Pending,
+            "claimed" => QueueStatus::Claimed,
+            "done" => QueueStatus::Done,
+            "failed" => QueueStatus::Failed,
+            other => {
+                return Err(StoreError::Decode {
+                    table: "label_queue",
+                    column: "status",
+                    message: format!("unknown status '{other}'"),
+                })
+            }
+        })
+    }
+}
+
+/// A row claimed by [`Store::claim_label`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelClaim {
+    /// The row.
+    pub id: QueueId,
+    /// The corpus item's name.
+    pub name: String,
+    /// The corpus item's source.
+    pub source: String,
+    /// How many times the row has been claimed, this claim included (above 1:
+    /// an earlier claim lapsed or was released).
+    pub attempts: u32,
+}
+
+/// A queue row as listed by [`Store::label_queue`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueEntry {
+    /// The row.
+    pub id: QueueId,
+    /// The corpus item's name.
+    pub name: String,
+    /// The corpus item's source.
+    pub source: String,
+    /// Its state.
+    pub status: QueueStatus,
+    /// How many times it was claimed.
+    pub attempts: u32,
+    /// The worker holding or last holding it.
+    pub worker: Option<String>,
+    /// Why labelling failed.
+    pub error: Option<String>,
+    /// Whether it is claimed and its heartbeat is older than the lease asked about.
+    pub lapsed: bool,
+}
+
+/// The SQL condition "the claim's heartbeat is older than `?N` seconds".
+fn lapsed_sql(b: Backend, lease_param: &str) -> String {
+    format!(
+        "(status = 'claimed' AND {} > {lease_param})",
+        b.seconds_since("heartbeat_at")
+    )
+}
+
+impl Store {
+    /// Adds the corpus items `(name, source)` to `queue` as pending; items
+    /// already in it (whatever their state) are left alone. Returns how many
+    /// were added. One transaction.
+    pub async fn enqueue_labels(
+        &self,
+        queue: &str,
+        items: &[(String, String)],
+    ) -> Result<usize, StoreError> {
+        use crate::backend::BeginWrite;
+        let sql = self
+            .sql(
+                "INSERT INTO label_queue (queue, name, source) VALUES (?, ?, ?) \
+                 ON CONFLICT (queue, name) DO NOTHING",
+            )
+            .0;
+        on_pool!(self, |pool| async {
+            let mut tx = pool.begin_write().await?;
+            let mut added = 0;
+            for (name, source) in items {
+                added += sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                    .bind(queue)
+                    .bind(name)
+                    .bind(source)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected() as usize;
+            }
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(added)
+        }
+        .await)
+        .op("enqueue_labels")
+    }
+
+    /// Claims the first row of `queue` that is pending, or claimed with a
+    /// heartbeat older than `lease` (its worker stopped), and was claimed fewer
+    /// than `max_attempts` times, for `worker`. `None` when there is none now.
+    pub async fn claim_label(
+        &self,
+        queue: &str,
+        worker: &str,
+        lease: Duration,
+        max_attempts: u32,
+    ) -> Result<Option<LabelClaim>, StoreError> {
+        let b = self.backend();
+        let skip_locked = match b {
+            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let sql = self.sql(&format!(
+            "UPDATE label_queue SET status = 'claimed', worker = ?1, claimed_at = {now}, \
+               heartbeat_at = {now}, attempts = attempts + 1, error = NULL \
+             WHERE id = (SELECT id FROM label_queue \
+               WHERE queue = ?2 AND attempts < ?4 AND (status = 'pending' OR {lapsed}) \
+               ORDER BY id LIMIT 1 {skip_locked}) \
+             RETURNING id, name, source, attempts",
+            now = b.now(),
+            lapsed = lapsed_sql(b, "?3"),
+        ));
+        let row: Option<(i64, String, String, i64)> = on_pool!(self, |pool| sqlx::query_as(sql)
+            .bind(worker)
+            .bind(queue)
+            .bind(lease.as_secs_f64())
+            .bind(i64::from(max_attempts))
+            .fetch_optional(pool)
+            .await)
+        .op("claim_label")?;
+        row.map(|(id, name, source, attempts)| {
+            Ok(LabelClaim {
+                id: QueueId(id),
+                name,
+                source,
+                attempts: uint(attempts, "label_queue", "attempts")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Renews `worker`'s claim on row `id`. Returns `false` when the claim is no
+    /// longer this worker's (it lapsed and another worker took it over, or it
+    /// was finished).
+    pub async fn heartbeat_label(&self, id: QueueId, worker: &str) -> Result<bool, StoreError> {
+        let sql = self.sql(&format!(
+            "UPDATE label_queue SET heartbeat_at = {} \
+             WHERE id = ? AND worker = ? AND status = 'claimed'",
+            self.backend().now()
+        ));
+        let n = on_pool!(self, |pool| sqlx::query(sql)
+            .bind(id.0)
+            .bind(worker)
+            .execute(pool)
+            .await
+            .map(|d| d.rows_affected()))
+        .op("heartbeat_label")?;
+        Ok(n == 1)
+    }
+
+    /// Ends `worker`'s claim on row `id`: done (`error: None`) or failed with
+    /// the error. Returns `false`, changing nothing, when the claim is no longer
+    /// this worker's.
+    pub async fn finish_label(
+        &self,
+        id: QueueId,
+        worker: &str,
+        error: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let status = match error {
+            None => QueueStatus::Done,
+            Some(_) => QueueStatus::Failed,
+        };
+        let sql = self.sql(&format!(
+            "UPDATE label_queue SET status = ?, error = ?, finished_at = {} \
+             WHERE id = ? AND worker = ? AND status = 'claimed'",
+            self.backend().now()
+        ));
+        let n = on_pool!(self, |pool| sqlx::query(sql)
+            .bind(status.as_str())
+            .bind(error)
+            .bind(id.0)
+            .bind(worker)
+            .execute(pool)
+            .await
+            .map(|d| d.rows_affected()))
+        .op("finish_label")?;
+        Ok(n == 1)
+    }
+
+    /// Every row of `queue` by id, with whether its claim has lapsed under `lease`.
+    pub async fn label_queue(
+        &self,
+        queue: &str,
+        lease: Duration,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let sql = self.sql(&format!(
+            "SELECT id, name, source, status, attempts, worker, error, {} AS lapsed \
+             FROM label_queue WHERE queue = ?1 ORDER BY id",
+            lapsed_sql(self.backend(), "?2")
+        ));
+        let rows: Vec<QueueRow> = on_pool!(self, |pool| sqlx::query_as(sql)
+            .bind(queue)
+            .bind(lease.as_secs_f64())
+            .fetch_all(pool)
+            .await)
+        .op("label_queue")?;
+        rows.into_iter().map(QueueEntry::try_from).collect()
+    }
+}
+
+/// A `label_queue` row as listed.
+#[derive(sqlx::FromRow)]
+struct QueueRow {
+    id: i64,
+    name: String,
+    source: String,
+    status: String,
+    attempts: i64,
+    worker: Option<String>,
+    error: Option<String>,
+    lapsed: bool,
+}
+
+impl TryFrom<QueueRow> for QueueEntry {
+    type Error = StoreError;
+    fn try_from(r: QueueRow) -> Result<QueueEntry, StoreError> {
+        Ok(QueueEntry {
+            id: QueueId(r.id),
+            name: r.name,
+            source: r.source,
+            status: QueueStatus::parse(&r.status)?,
+            attempts: uint(r.attempts, "label_queue", "attempts")?,
+            worker: r.worker,
+            error: r.error,
+            lapsed: r.lapsed,
+        })
+    }
+}

@@ -296,18 +296,19 @@ fn trivial_candidate(k: Option<KernelId>, stage2_pick: bool, ctx: &AmortiseConte
 struct Cheap {
     scheme: Scheme,
     stage2: KernelId,
-    explanation: Explanation,
+    /// Built only when asked (its paths allocate a string per test).
+    explanation: Option<Explanation>,
     single: Binning,
 }
 
 impl Model {
-    fn cheap_decisions(&self, f: &Features, row_ptr: &[u32]) -> Cheap {
+    fn cheap_decisions(&self, f: &Features, row_ptr: &[u32], explain: bool) -> Cheap {
         let x1 = stage1_vector(f);
         let (scheme, hops1) = self.scheme_of(&x1);
         let single = Binning::new(row_ptr, Scheme::Single);
         let x2 = stage2_vector(f, &single, 0);
         let (k, hops2) = self.kernel_of(&x2);
-        let explanation = Explanation {
+        let explanation = explain.then(|| Explanation {
             selector: "model".into(),
             stage1: SchemeDecision {
                 path: steps(&hops1, &x1, &STAGE1_FEATURES),
@@ -321,7 +322,7 @@ impl Model {
                 kernel: k,
             }],
             collapsed_from: None,
-        };
+        });
         Cheap {
             scheme,
             stage2: k,
@@ -341,9 +342,15 @@ impl Model {
     ) -> Amortised {
         let nrows = row_ptr.len().saturating_sub(1);
         let binnable = nrows > 0 && row_ptr_is_monotone(row_ptr);
-        let cheap = self.cheap_decisions(f, row_ptr);
+        let cheap = self.cheap_decisions(f, row_ptr, explain);
         if !binnable || (cheap.scheme == Scheme::Single && self.perf.is_none()) {
-            let prediction = self.plan_matrix_for(f, row_ptr, explain);
+            // Stage 1 chose the single-bin scheme (or there is nothing to bin):
+            // the model's plan is stage 2's kernel over the whole matrix.
+            let prediction = if binnable {
+                trivial_prediction(cheap, cheap_kernel_plan, explain)
+            } else {
+                self.plan_matrix_for(f, row_ptr, explain)
+            };
             let planning = single_only(&prediction, "model's stage 1", calls, ctx);
             return Amortised {
                 prediction,
@@ -530,7 +537,7 @@ fn trivial_prediction(cheap: Cheap, plan: impl Fn(&Cheap) -> Plan, explain: bool
     Prediction {
         plan,
         binning: cheap.single,
-        explanation: explain.then_some(cheap.explanation),
+        explanation: cheap.explanation.filter(|_| explain),
     }
 }
 
@@ -709,6 +716,24 @@ mod tests {
         assert!(b.analysed);
         assert!((b.predicted_ms.unwrap() - 0.008).abs() < 0.001, "{b:?}");
         assert_eq!(b.kernels, vec!["serial".to_string(), "vector".to_string()]);
+    }
+
+    #[test]
+    fn when_stage_1_says_single_the_plan_is_the_model_s_own() {
+        let mut m = model();
+        m.card.schemes = vec![Scheme::Single];
+        let a = matrix(2000);
+        let f = Features::of(&a);
+        for explain in [false, true] {
+            let p = m.plan_for_calls(&f, a.row_ptr(), 1, &ctx(Some(10.0)), explain);
+            assert_eq!(p.planning.method, "single_only");
+            let own = if explain {
+                m.predict_explained(&f, a.row_ptr())
+            } else {
+                m.predict(&f, a.row_ptr())
+            };
+            assert_eq!(p.prediction, own);
+        }
     }
 
     #[test]

@@ -192,6 +192,8 @@ impl Finish<'_> {
                 .await
             }
             Evaluator::Stored(store, device) => {
+                let mut setup = crate::first_call::FirstCallSetup::new(None);
+                setup.copy_gbps = self.copy_gbps;
                 let mut rows = Vec::new();
                 for l in test {
                     let item = &self.items[l.item];
@@ -203,6 +205,7 @@ impl Finish<'_> {
                         Precision::F32 => evaluate::evaluate_stored(
                             self.class,
                             model,
+                            &setup,
                             &item.name,
                             &item.source,
                             &a.cast::<f32>(),
@@ -212,6 +215,7 @@ impl Finish<'_> {
                         Precision::F64 => evaluate::evaluate_stored(
                             self.class,
                             model,
+                            &setup,
                             &item.name,
                             &item.source,
                             &a,

@@ -461,28 +461,44 @@ impl Model {
         let perf = self.perf.as_ref().expect("called with a performance model");
         let (nrows, stage1_scheme) = (cheap.single.nrows, cheap.scheme.to_string());
         let n = calls as f64;
-        let mut cands: Vec<Candidate> = KernelId::all()
+        let predict = |k: KernelId| {
+            let mut c = trivial_candidate(Some(k), k == cheap.stage2, ctx);
+            let t = perf.predict_ms(&crate::single_vector(f, k));
+            c.predicted_ms = Some(t);
+            c.total_ms = Some(c.analysis_ms + n * t);
+            c
+        };
+        // Predicting a time is analysis too (hundreds of trees): stage 2's
+        // kernel first, the others only when predicting them costs less than
+        // the expected calls of that kernel take in all.
+        let t0 = Instant::now();
+        let mut cands = vec![predict(cheap.stage2)];
+        let per_prediction_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let others: Vec<KernelId> = KernelId::all()
             .into_iter()
-            .map(|k| {
-                let mut c = trivial_candidate(Some(k), k == cheap.stage2, ctx);
-                let t = perf.predict_ms(&crate::single_vector(f, k));
-                c.predicted_ms = Some(t);
-                c.total_ms = Some(c.analysis_ms + n * t);
-                c
-            })
+            .filter(|k| *k != cheap.stage2)
             .collect();
+        let deciding_ms = per_prediction_ms * others.len() as f64;
+        let stage2_all_calls = n * cands[0].predicted_ms.unwrap_or(f64::INFINITY);
+        let predicted_all = stage2_all_calls >= deciding_ms;
+        if predicted_all {
+            cands.extend(others.iter().map(|&k| predict(k)));
+        }
         let total = |c: &Candidate| c.total_ms.unwrap_or(f64::INFINITY);
         let best_trivial = cands.iter().map(total).fold(f64::INFINITY, f64::min);
         let mut binned_pred = None;
         if cheap.scheme != Scheme::Single {
             let mut b = self.binned_candidate(cheap.scheme, nrows, ctx);
+            b.analysis_ms += per_prediction_ms;
             if b.analysis_ms < best_trivial {
                 let p = self.plan_matrix_for(f, row_ptr, explain);
                 let launches = distinct_kernels(&p.plan) as f64;
                 let lists = p.plan.scheme != Scheme::Single;
-                b.analysis_ms = ctx.costs.analysis_ms(nrows, cheap.scheme, lists, launches);
+                b.analysis_ms =
+                    ctx.costs.analysis_ms(nrows, cheap.scheme, lists, launches) + per_prediction_ms;
                 b.kernels = kernel_names(&p.plan);
-                b.predicted_ms = self.predict_time(f, &p.plan, &p.binning).map(|t| t.plan.ms);
+                b.predicted_ms =
+                    crate::plan_vector(f, &p.plan, &p.binning).map(|x| perf.predict_ms(&x));
                 b.total_ms = b.predicted_ms.map(|t| b.analysis_ms + n * t);
                 b.analysed = true;
                 binned_pred = Some(p);
@@ -494,11 +510,19 @@ impl Model {
             .min_by(|a, b| total(a).total_cmp(&total(b)))
             .expect("the pool has kernels")
             .clone();
-        let reason = format!(
+        let mut reason = format!(
             "least analysis + {calls} x predicted time: {} ({:.4} ms in all)",
             best.name,
             total(&best)
         );
+        if !predicted_all {
+            reason.push_str(&format!(
+                "; the other {} kernels were not predicted: that would cost about {deciding_ms:.4} \
+                 ms, more than the {stage2_all_calls:.4} ms stage 2's kernel is predicted to take \
+                 over the calls expected",
+                others.len()
+            ));
+        }
         let prediction = match (best.name.as_str(), binned_pred) {
             ("model", Some(p)) => p,
             _ => {
@@ -703,7 +727,10 @@ mod tests {
         let binned = &one.planning.candidates[0];
         assert_eq!(binned.name, "model");
         assert!(!binned.analysed && binned.predicted_ms.is_none());
-        assert_eq!(one.planning.candidates.len(), 1 + KernelId::all().len());
+        // Stage 2's kernel is always predicted; the others when predicting
+        // them costs less than its calls (timed here: not asserted for one call).
+        let stage2 = &one.planning.candidates[1];
+        assert!(stage2.stage2_pick, "{stage2:?}");
         for t in one.planning.candidates[1..].iter() {
             let p = t.predicted_ms.unwrap();
             assert!((p - 0.010).abs() < 0.001, "{t:?}");
@@ -712,6 +739,11 @@ mod tests {
         let many = m.plan_for_calls(&f, a.row_ptr(), 1000, &c, false);
         assert_eq!(many.planning.chosen, "model", "{:?}", many.planning);
         assert_eq!(many.prediction.plan.scheme, Scheme::Granularity(10));
+        assert_eq!(
+            many.planning.candidates.len(),
+            1 + KernelId::all().len(),
+            "every kernel predicted for a thousand calls"
+        );
         let b = &many.planning.candidates[0];
         assert!(b.analysed);
         assert!((b.predicted_ms.unwrap() - 0.008).abs() < 0.001, "{b:?}");

@@ -162,7 +162,7 @@ impl Features {
                     a.band = a
                         .band
                         .max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
-                    if b % stride == 0 {
+                    if b.is_multiple_of(stride) {
                         // A plain sum the compiler can vectorise.
                         let rowdist: i64 =
                             col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();

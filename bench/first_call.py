@@ -88,7 +88,8 @@ def bench(conn, name, a, args):
     bench.seen = True
     if first is not None:
         t = first["timings_ms"]
-        print(f"(the server's first request: setup {t['setup']:.3f} ms, server {t['server']:.3f} ms)")
+        print(f"(this run's first request, cold host memory: setup {t['setup']:.3f} ms, "
+              f"server {t['server']:.3f} ms)")
     for _ in range(args.reps):
         for calls in runs:
             v = call(conn, body, args.precision, calls)

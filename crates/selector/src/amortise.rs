@@ -459,48 +459,17 @@ impl Model {
         cheap: Cheap,
     ) -> Amortised {
         let perf = self.perf.as_ref().expect("called with a performance model");
-        let (nrows, stage1_scheme) = (cheap.single.nrows, cheap.scheme.to_string());
-        let n = calls as f64;
-        let predict = |k: KernelId| {
-            let mut c = trivial_candidate(Some(k), k == cheap.stage2, ctx);
-            let t = perf.predict_ms(&crate::single_vector(f, k));
-            c.predicted_ms = Some(t);
-            c.total_ms = Some(c.analysis_ms + n * t);
-            c
-        };
-        // Predicting a time is analysis too (hundreds of trees): stage 2's
-        // kernel first, the others only when predicting them costs less than
-        // the expected calls of that kernel take in all.
-        let t0 = Instant::now();
-        let mut cands = vec![predict(cheap.stage2)];
-        let per_prediction_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let others: Vec<KernelId> = KernelId::all()
-            .into_iter()
-            .filter(|k| *k != cheap.stage2)
-            .collect();
-        let deciding_ms = per_prediction_ms * others.len() as f64;
-        let stage2_all_calls = n * cands[0].predicted_ms.unwrap_or(f64::INFINITY);
-        let predicted_all = stage2_all_calls >= deciding_ms;
-        if predicted_all {
-            cands.extend(others.iter().map(|&k| predict(k)));
-        }
+        let stage1_scheme = cheap.scheme.to_string();
+        let (mut cands, per_prediction_ms, note) = price_trivial(perf, f, calls, ctx, &cheap);
         let total = |c: &Candidate| c.total_ms.unwrap_or(f64::INFINITY);
         let best_trivial = cands.iter().map(total).fold(f64::INFINITY, f64::min);
         let mut binned_pred = None;
         if cheap.scheme != Scheme::Single {
-            let mut b = self.binned_candidate(cheap.scheme, nrows, ctx);
+            let mut b = self.binned_candidate(cheap.scheme, cheap.single.nrows, ctx);
             b.analysis_ms += per_prediction_ms;
             if b.analysis_ms < best_trivial {
                 let p = self.plan_matrix_for(f, row_ptr, explain);
-                let launches = distinct_kernels(&p.plan) as f64;
-                let lists = p.plan.scheme != Scheme::Single;
-                b.analysis_ms =
-                    ctx.costs.analysis_ms(nrows, cheap.scheme, lists, launches) + per_prediction_ms;
-                b.kernels = kernel_names(&p.plan);
-                b.predicted_ms =
-                    crate::plan_vector(f, &p.plan, &p.binning).map(|x| perf.predict_ms(&x));
-                b.total_ms = b.predicted_ms.map(|t| b.analysis_ms + n * t);
-                b.analysed = true;
+                price_binned(&mut b, &p, perf, f, calls, ctx, per_prediction_ms);
                 binned_pred = Some(p);
             }
             cands.insert(0, b);
@@ -510,19 +479,11 @@ impl Model {
             .min_by(|a, b| total(a).total_cmp(&total(b)))
             .expect("the pool has kernels")
             .clone();
-        let mut reason = format!(
-            "least analysis + {calls} x predicted time: {} ({:.4} ms in all)",
+        let reason = format!(
+            "least analysis + {calls} x predicted time: {} ({:.4} ms in all){note}",
             best.name,
             total(&best)
         );
-        if !predicted_all {
-            reason.push_str(&format!(
-                "; the other {} kernels were not predicted: that would cost about {deciding_ms:.4} \
-                 ms, more than the {stage2_all_calls:.4} ms stage 2's kernel is predicted to take \
-                 over the calls expected",
-                others.len()
-            ));
-        }
         let prediction = match (best.name.as_str(), binned_pred) {
             ("model", Some(p)) => p,
             _ => {
@@ -545,6 +506,72 @@ impl Model {
             },
         }
     }
+}
+
+/// The single-bin plans priced by the performance model. Predicting a time
+/// is analysis too (hundreds of trees): stage 2's kernel first, the others
+/// only when predicting them costs less than the expected calls of that
+/// kernel take in all. Returns the candidates, the time of one prediction
+/// (ms) and a note for the reason when the others were not predicted.
+fn price_trivial(
+    perf: &crate::PerfModel,
+    f: &Features,
+    calls: u64,
+    ctx: &AmortiseContext,
+    cheap: &Cheap,
+) -> (Vec<Candidate>, f64, String) {
+    let n = calls as f64;
+    let predict = |k: KernelId| {
+        let mut c = trivial_candidate(Some(k), k == cheap.stage2, ctx);
+        let t = perf.predict_ms(&crate::single_vector(f, k));
+        c.predicted_ms = Some(t);
+        c.total_ms = Some(c.analysis_ms + n * t);
+        c
+    };
+    let t0 = Instant::now();
+    let mut cands = vec![predict(cheap.stage2)];
+    let per_prediction_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let others: Vec<KernelId> = KernelId::all()
+        .into_iter()
+        .filter(|k| *k != cheap.stage2)
+        .collect();
+    let deciding_ms = per_prediction_ms * others.len() as f64;
+    let stage2_all_calls = n * cands[0].predicted_ms.unwrap_or(f64::INFINITY);
+    if stage2_all_calls >= deciding_ms {
+        cands.extend(others.iter().map(|&k| predict(k)));
+        return (cands, per_prediction_ms, String::new());
+    }
+    let note = format!(
+        "; the other {} kernels were not predicted: that would cost about {deciding_ms:.4} ms, \
+         more than the {stage2_all_calls:.4} ms stage 2's kernel is predicted to take over the \
+         calls expected",
+        others.len()
+    );
+    (cands, per_prediction_ms, note)
+}
+
+/// Fills the binned candidate from the model's plan `p` (binned now):
+/// its analysis, kernels and predicted time.
+fn price_binned(
+    b: &mut Candidate,
+    p: &Prediction,
+    perf: &crate::PerfModel,
+    f: &Features,
+    calls: u64,
+    ctx: &AmortiseContext,
+    per_prediction_ms: f64,
+) {
+    let launches = distinct_kernels(&p.plan) as f64;
+    let lists = p.plan.scheme != Scheme::Single;
+    let scheme: Scheme = b.scheme.parse().unwrap_or(Scheme::Single);
+    b.analysis_ms = ctx
+        .costs
+        .analysis_ms(p.binning.nrows, scheme, lists, launches)
+        + per_prediction_ms;
+    b.kernels = kernel_names(&p.plan);
+    b.predicted_ms = crate::plan_vector(f, &p.plan, &p.binning).map(|x| perf.predict_ms(&x));
+    b.total_ms = b.predicted_ms.map(|t| b.analysis_ms + calls as f64 * t);
+    b.analysed = true;
 }
 
 fn cheap_kernel_plan(c: &Cheap) -> Plan {

@@ -59,7 +59,7 @@ impl DeviceState {
     pub fn open_with(cfg: &engine::EngineConfig) -> DeviceState {
         match Engine::with_config(cfg).and_then(|e| build_programs(&e).map(|()| e)) {
             Ok(engine) => {
-                let launch_ms = measure_launch_ms(&engine);
+                let launch_ms = engine.launch_prepare_ms().ok();
                 let copy = match engine.copy_bandwidth(64 << 20, 5) {
                     Ok(c) => Some(c),
                     Err(e) => {
@@ -127,24 +127,6 @@ pub(crate) fn build_programs(engine: &Engine) -> Result<(), engine::EngineError>
         engine.program(Precision::F64)?;
     }
     Ok(())
-}
-
-/// The host time of preparing one launch (a kernel over a tiny uploaded
-/// matrix: kernel object and arguments), median of 7, in ms; `None` when
-/// the device fails it (the planner then assumes a default).
-fn measure_launch_ms(engine: &Engine) -> Option<f64> {
-    let a = Csr::<f32>::from_triplets(4, 4, &[0, 1, 2, 3], &[0, 1, 2, 3], &[1.0; 4]).ok()?;
-    let m = engine.upload(&a).ok()?;
-    let mut t: Vec<f64> = (0..7)
-        .map(|_| {
-            let t0 = Instant::now();
-            let pp = engine.prepare_kernel(&m, sparse::KernelId::Serial);
-            let ms = t0.elapsed().as_secs_f64() * 1e3;
-            pp.ok().map(|_| ms)
-        })
-        .collect::<Option<_>>()?;
-    t.sort_by(f64::total_cmp);
-    Some(t[t.len() / 2])
 }
 
 /// A matrix on the device with its prepared plan, in one precision.

@@ -245,6 +245,16 @@ async fn inline_spmv_plans_for_its_calls_and_never_builds_a_program() {
         let pl = &one["planning"];
         assert_eq!(pl["expected_calls"], 1, "{pl}");
         assert_eq!(pl["method"], "bandwidth_bound", "{pl}");
+        // The device's per-launch cost was measured when it opened.
+        let launch = pl["costs"]["launch_ms"].as_f64().unwrap();
+        assert!(launch > 0.0 && launch < 1000.0, "{pl}");
+        assert!(
+            pl["costs"]["source"]
+                .as_str()
+                .unwrap()
+                .contains("measured on the device"),
+            "{pl}"
+        );
         let be = pl["break_even_calls"].as_u64().unwrap();
         assert!(be > 1, "binning pays at once on this device? {pl}");
         assert_eq!(pl["chosen"], "single:vector", "{pl}");

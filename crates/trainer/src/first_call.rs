@@ -6,7 +6,7 @@
 
 use engine::{DeviceMatrix, DeviceScalar, Engine, LaunchMode};
 use selector::{AmortiseContext, AnalysisCosts, Model, Planning, Prediction};
-use sparse::{Binning, Csr, Features, KernelId, Plan};
+use sparse::{Binning, Features, Plan};
 use std::time::Instant;
 
 /// What the planner knows of the device, gathered once per evaluation.
@@ -49,7 +49,7 @@ impl FirstCallSetup {
         let mut costs = AnalysisCosts::calibrate();
         let mut copy_gbps = None;
         if let Some(e) = engine {
-            if let Some(l) = launch_ms(e) {
+            if let Ok(l) = e.launch_prepare_ms() {
                 costs = costs.with_launch_ms(l, &format!("{l:.4} ms measured on the device"));
             }
             copy_gbps = e.copy_bandwidth(64 << 20, 3).ok().map(|b| b.gbps);
@@ -65,16 +65,6 @@ impl FirstCallSetup {
             value_bytes,
         }
     }
-}
-
-/// The preparation of one kernel over a tiny matrix, median of 7 (ms).
-fn launch_ms(e: &Engine) -> Option<f64> {
-    let a = Csr::<f32>::from_triplets(4, 4, &[0, 1, 2, 3], &[0, 1, 2, 3], &[1.0; 4]).ok()?;
-    let m = e.upload(&a).ok()?;
-    e.prepare_kernel(&m, KernelId::Serial).ok()?;
-    Some(median_ms(7, || {
-        let _ = e.prepare_kernel(&m, KernelId::Serial);
-    }))
 }
 
 /// The plan for one call, and the host time of planning it (ms, median of

@@ -131,6 +131,13 @@ def test_predict_gives_the_plan(client):
     assert p["precision"] == "f32"
     assert p["plan"]["scheme"]
     assert "explanation" in p
+    # Planned for the calls expected: one call, or the service's default for uploads.
+    one = client.predict(A, precision="f32", expected_calls=1)
+    assert one["planning"]["expected_calls"] == 1
+    assert one["planning"]["chosen"] == "model" or one["planning"]["chosen"].startswith("single:")
+    assert client.predict(A)["planning"]["expected_calls"] == 1000
+    with raises("bad_request", 400, "expected_calls"):
+        client.predict(A, expected_calls=0)
 
 
 def raises(code, status, fragment):

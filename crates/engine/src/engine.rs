@@ -747,6 +747,24 @@ impl Engine {
         })
     }
 
+    /// Host time of preparing one launch (a kernel over a tiny uploaded
+    /// matrix: kernel object and arguments), median of 7 after one untimed,
+    /// in ms: the per-launch part of a plan's analysis cost.
+    pub fn launch_prepare_ms(&self) -> Result<f64> {
+        let a = Csr::<f32>::from_triplets(4, 4, &[0, 1, 2, 3], &[0, 1, 2, 3], &[1.0; 4])
+            .expect("a 4x4 diagonal is a valid matrix");
+        let m = self.upload(&a)?;
+        self.prepare_kernel(&m, KernelId::Serial)?;
+        let mut t = Vec::with_capacity(7);
+        for _ in 0..7 {
+            let t0 = Instant::now();
+            self.prepare_kernel(&m, KernelId::Serial)?;
+            t.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        t.sort_by(f64::total_cmp);
+        Ok(t[t.len() / 2])
+    }
+
     /// Bins a matrix (host side) under `scheme`: a shortcut for `Binning::new`.
     pub fn binning<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, scheme: Scheme) -> Binning {
         Binning::new(&m.row_ptr_host, scheme)

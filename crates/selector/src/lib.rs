@@ -20,9 +20,13 @@
 //! regression trees on log time of whole plans and single kernels), which
 //! [`Model::predict_time`] uses to predict what a plan will cost.
 //!
+//! [`Selector::plan_for_calls`] weighs the analysis a plan needs against the
+//! calls it is expected to serve (module `amortise`).
+//!
 //! Architecture invariant: this crate knows nothing of OpenCL, HTTP or SQL; it
 //! sees matrices only through `sparse::Features` and a CSR row pointer.
 
+mod amortise;
 mod device;
 mod error;
 mod eval;
@@ -40,6 +44,10 @@ mod selector;
 mod tree;
 pub mod vector;
 
+pub use amortise::{
+    AmortiseContext, Amortised, AnalysisCosts, Candidate, Planning, BINNED_GAIN_BOUND,
+    DEFAULT_LAUNCH_MS, MIN_CALLS_WITHOUT_ESTIMATE,
+};
 pub use device::{DeviceClass, DeviceIdentity, DeviceType, Simd};
 pub use error::SelectorError;
 pub use eval::{

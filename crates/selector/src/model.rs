@@ -292,7 +292,7 @@ impl Model {
         self.stage2.walk(&tx).0
     }
 
-    fn scheme_of(&self, x: &[f64]) -> (Scheme, Vec<Hop>) {
+    pub(crate) fn scheme_of(&self, x: &[f64]) -> (Scheme, Vec<Hop>) {
         let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
         let (c, path) = self.stage1.walk(&tx);
         // A validated model has every class in its list; Single is the safe default.
@@ -302,7 +302,7 @@ impl Model {
         )
     }
 
-    fn kernel_of(&self, x: &[f64]) -> (KernelId, Vec<Hop>) {
+    pub(crate) fn kernel_of(&self, x: &[f64]) -> (KernelId, Vec<Hop>) {
         let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
         let (c, path) = self.stage2.walk(&tx);
         (
@@ -390,7 +390,7 @@ pub(crate) fn row_ptr_is_monotone(row_ptr: &[u32]) -> bool {
     row_ptr.windows(2).all(|w| w[0] <= w[1])
 }
 
-fn steps(hops: &[Hop], x: &[f64], names: &[&str]) -> Vec<Step> {
+pub(crate) fn steps(hops: &[Hop], x: &[f64], names: &[&str]) -> Vec<Step> {
     hops.iter()
         .map(|h| Step {
             feature: names.get(h.feature).copied().unwrap_or("?").to_string(),

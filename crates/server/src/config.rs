@@ -189,6 +189,13 @@ pub struct Config {
     #[arg(long, env = "SPMV_TUNE_BUDGET_MS", default_value_t = 250.0)]
     pub tune_budget_ms: f64,
 
+    /// How often an uploaded matrix (POST /matrices) is expected to be
+    /// multiplied when the client does not say (`expected_calls`); the planner
+    /// weighs a plan's analysis against it. Inline /spmv matrices count 1.
+    #[arg(long, env = "SPMV_UPLOADED_EXPECTED_CALLS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub uploaded_expected_calls: u64,
+
     /// Reductions by NVIDIA warp shuffles: off (portable barriers), auto (on
     /// NVIDIA GPUs, portable elsewhere; the default), on (required), emulate (testing).
     #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "auto")]

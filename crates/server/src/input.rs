@@ -580,6 +580,32 @@ pub struct Query {
     pub explain: Option<bool>,
     /// `matrix_id=<id>`.
     pub matrix_id: Option<String>,
+    /// `expected_calls=<n>`, n >= 1.
+    pub expected_calls: Option<u64>,
+}
+
+/// How often the client expects to multiply by the matrix: an integer >= 1
+/// given as text (a query parameter or a multipart part), else 400.
+pub fn parse_expected_calls(where_: &str, v: &str) -> Result<u64, ApiError> {
+    match v.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(expected_calls_error(where_, v)),
+    }
+}
+
+/// The same for a JSON value: an integer >= 1, else 400.
+pub fn expected_calls_json(v: &serde_json::Value) -> Result<u64, ApiError> {
+    match v.as_u64() {
+        Some(n) if n >= 1 => Ok(n),
+        _ => Err(expected_calls_error("field", &v.to_string())),
+    }
+}
+
+fn expected_calls_error(where_: &str, v: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "{where_} 'expected_calls' must be an integer >= 1 (how often the matrix will be \
+         multiplied), not '{v}'"
+    ))
 }
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, ApiError> {
@@ -609,6 +635,9 @@ impl Query {
                 "verify" => q.verify = Some(parse_bool(k, v)?),
                 "explain" => q.explain = Some(parse_bool(k, v)?),
                 "matrix_id" => q.matrix_id = Some(v.to_string()),
+                "expected_calls" => {
+                    q.expected_calls = Some(parse_expected_calls("query parameter", v)?)
+                }
                 _ => unreachable!("allowed keys are handled above"),
             }
         }

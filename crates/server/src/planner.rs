@@ -1,14 +1,17 @@
 //! Model choice and planning: the models of the models folder, the closest usable
 //! one for the device and each precision (exact device, same architecture class,
 //! same device type; see `selector::match_device`), the rule baseline otherwise,
-//! and the JSON view of a plan (scheme, bins with their rows, nonzeros and kernel).
+//! the plan for the calls a matrix is expected to serve (analysis cost, calibrated
+//! at start, against predicted time: `selector::Selector::plan_for_calls`), and
+//! the JSON view of a plan (scheme, bins with their rows, nonzeros and kernel).
 //! Nothing sent to clients carries an absolute file-system path: files are named
 //! by their file name only.
 
 use crate::input::Precision;
 use selector::{
-    Assessment, DeviceIdentity, Explanation, KernelSources, MatchLevel, Model, ModelsDir,
-    Prediction, Selector, SelectorError, Target, TimePrediction,
+    AmortiseContext, Amortised, AnalysisCosts, Assessment, DeviceIdentity, Explanation,
+    KernelSources, MatchLevel, Model, ModelsDir, Planning, Selector, SelectorError, Target,
+    TimePrediction,
 };
 use serde::Serialize;
 use sparse::{Binning, Features, Plan, Scheme};
@@ -77,6 +80,8 @@ pub struct Planner {
     files: Vec<ModelFile>,
     f32: (Selector, ModelUsed),
     f64: (Selector, ModelUsed),
+    costs: AnalysisCosts,
+    copy_gbps: Option<f64>,
 }
 
 /// The kernel sources this build runs (embedded in the engine).
@@ -245,6 +250,12 @@ impl Planner {
             tracing::info!(precision = %p, kind = %u.kind, id = %u.id,
                 r#match = u.match_level.as_str(), reason = %u.match_reason, "plan selector");
         }
+        let costs = AnalysisCosts::calibrate();
+        tracing::info!(
+            bin_ns_per_virtual_row = costs.bin_ns_per_virtual_row,
+            list_ns_per_row = costs.list_ns_per_row,
+            "analysis costs calibrated"
+        );
         Planner {
             folder: file_name(&dir.path),
             found: dir.found,
@@ -252,6 +263,8 @@ impl Planner {
             files,
             f32,
             f64,
+            costs,
+            copy_gbps: None,
         }
     }
 
@@ -287,20 +300,24 @@ impl Planner {
         &self.pair(p).1
     }
 
-    /// Plans a matrix for precision `p`, with the decision paths when `explain`.
+    /// Plans a matrix for precision `p` expected to be multiplied `calls`
+    /// times, with the decision paths when `explain`.
     pub fn plan(
         &self,
         p: Precision,
         features: &Features,
         row_ptr: &[u32],
+        calls: u64,
         explain: bool,
-    ) -> Prediction {
-        let sel = &self.pair(p).0;
-        if explain {
-            sel.plan_explained(features, row_ptr)
-        } else {
-            sel.plan(features, row_ptr)
-        }
+    ) -> Amortised {
+        let ctx = AmortiseContext {
+            costs: self.costs.clone(),
+            copy_gbps: self.copy_gbps,
+            value_bytes: p.bytes(),
+        };
+        self.pair(p)
+            .0
+            .plan_for_calls(features, row_ptr, calls, &ctx, explain)
     }
 
     /// Predicted times of `plan` (over `binning`) and of the best single kernel,
@@ -334,7 +351,30 @@ impl Planner {
             files: Vec::new(),
             f32: pick(&models, &names, Some(device), &kernels, Precision::F32),
             f64: pick(&models, &names, Some(device), &kernels, Precision::F64),
+            costs: AnalysisCosts::calibrate(),
+            copy_gbps: None,
         }
+    }
+
+    /// Takes the device's figures measured at start: its copy bandwidth (the
+    /// time estimate without a performance model) and its per-launch cost.
+    pub fn with_device_figures(
+        mut self,
+        copy_gbps: Option<f64>,
+        launch_ms: Option<f64>,
+    ) -> Planner {
+        self.copy_gbps = copy_gbps;
+        if let Some(l) = launch_ms {
+            self.costs = self
+                .costs
+                .with_launch_ms(l, &format!("{l:.4} ms measured on the device at start"));
+        }
+        self
+    }
+
+    /// The analysis costs the planner weighs.
+    pub fn costs(&self) -> &AnalysisCosts {
+        &self.costs
     }
 }
 
@@ -400,4 +440,6 @@ pub struct Planned {
     /// The race on the device that confirmed or replaced the plan (uploaded
     /// matrices only; see [`crate::tune`]).
     pub tuning: Option<crate::tune::Tuning>,
+    /// How the plan was chosen for the calls the matrix is expected to serve.
+    pub planning: Planning,
 }

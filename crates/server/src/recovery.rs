@@ -12,7 +12,7 @@
 
 use crate::error::ApiError;
 use crate::state::DeviceState;
-use engine::{Engine, EngineConfig, Precision};
+use engine::{Engine, EngineConfig};
 use prometheus_client::metrics::counter::Counter;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -327,9 +327,8 @@ impl DeviceSlot {
                 ));
             }
         }
-        engine.program(Precision::F32).map_err(|e| e.to_string())?;
+        crate::state::build_programs(&engine).map_err(|e| e.to_string())?;
         if engine.info().fp64 {
-            engine.program(Precision::F64).map_err(|e| e.to_string())?;
             crate::ready::probe(&engine).map_err(|e| e.to_string())?;
         }
         Ok(engine)

@@ -29,6 +29,7 @@ struct SpmvJson {
     x: Option<Vec<f64>>,
     precision: Option<String>,
     verify: Option<bool>,
+    expected_calls: Option<serde_json::Value>,
     nrows: Option<u64>,
     ncols: Option<u64>,
     row_ptr: Option<Vec<u64>>,
@@ -82,6 +83,9 @@ pub struct SpmvRequest {
     pub precision: Precision,
     /// Whether to check y against the reference SpMV.
     pub verify: bool,
+    /// How often the client expects to multiply by an inline matrix (`None`:
+    /// once); an uploaded matrix keeps its upload's figure.
+    pub expected_calls: Option<u64>,
 }
 
 fn merge<T: PartialEq + std::fmt::Debug>(
@@ -97,14 +101,27 @@ fn merge<T: PartialEq + std::fmt::Debug>(
     }
 }
 
+/// The fields of an /spmv request besides the matrix and x, as the body gave them.
+#[derive(Default)]
+struct Options {
+    precision: Option<Precision>,
+    verify: Option<bool>,
+    expected_calls: Option<u64>,
+}
+
 fn assemble(
     q: &Query,
     matrix: Option<Csr<f64>>,
     matrix_id: Option<String>,
     x: Option<Vec<f64>>,
-    precision: Option<Precision>,
-    verify: Option<bool>,
+    o: Options,
 ) -> Result<SpmvRequest, ApiError> {
+    let Options {
+        precision,
+        verify,
+        expected_calls,
+    } = o;
+    let expected_calls = merge("expected_calls", q.expected_calls, expected_calls)?;
     let precision = merge("precision", q.precision, precision)?.unwrap_or(Precision::DEFAULT);
     let verify = merge("verify", q.verify, verify)?.unwrap_or(false);
     let matrix_id = merge("matrix_id", q.matrix_id.clone(), matrix_id)?;
@@ -130,6 +147,7 @@ fn assemble(
         x: XIn::Values(x),
         precision,
         verify,
+        expected_calls,
     })
 }
 
@@ -155,12 +173,20 @@ pub async fn read_spmv(
                 let mut doc: SpmvJson =
                     serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
                 drop(bytes);
-                let precision = doc.precision.as_deref().map(str::parse).transpose()?;
+                let o = Options {
+                    precision: doc.precision.as_deref().map(str::parse).transpose()?,
+                    verify: doc.verify,
+                    expected_calls: doc
+                        .expected_calls
+                        .as_ref()
+                        .map(crate::input::expected_calls_json)
+                        .transpose()?,
+                };
                 let matrix = match doc.flat_csr()? {
                     Some(c) => Some(c.into_csr(&limits)?),
                     None => doc.matrix.take().map(|m| m.into_csr(&limits)).transpose()?,
                 };
-                assemble(&q, matrix, doc.matrix_id, doc.x, precision, doc.verify)
+                assemble(&q, matrix, doc.matrix_id, doc.x, o)
             })
             .await?;
             Ok((req, res))
@@ -181,6 +207,7 @@ pub async fn read_spmv(
                 x,
                 precision: p,
                 verify: q.verify.unwrap_or(false),
+                expected_calls: q.expected_calls,
             };
             Ok((req, res))
         }
@@ -196,7 +223,7 @@ pub async fn read_spmv(
                             .into(),
                     )
                 })?;
-                assemble(&q, Some(a), None, Some(x), None, None)
+                assemble(&q, Some(a), None, Some(x), Options::default())
             })
             .await?;
             Ok((req, res))
@@ -222,7 +249,14 @@ fn declared_multipart(headers: &HeaderMap) -> Result<Option<BodyKind>, ApiError>
 }
 
 /// The parts an /spmv form may have, and the largest size of the small ones.
-const PARTS: [&str; 5] = ["matrix", "x", "precision", "verify", "matrix_id"];
+const PARTS: [&str; 6] = [
+    "matrix",
+    "x",
+    "precision",
+    "verify",
+    "matrix_id",
+    "expected_calls",
+];
 const SMALL_PART: u64 = 256;
 
 fn multipart_error(e: multer::Error, max: usize) -> ApiError {
@@ -303,7 +337,8 @@ async fn parse_parts(
 ) -> Result<SpmvRequest, ApiError> {
     let limits = *limits;
     let mut matrix = None;
-    let (mut x, mut precision, mut verify, mut matrix_id) = (None, None, None, None);
+    let (mut x, mut matrix_id) = (None, None);
+    let mut o = Options::default();
     for (name, ct, data) in parts {
         match name.as_str() {
             "matrix" => {
@@ -323,8 +358,14 @@ async fn parse_parts(
                 res.grow_by(8 * data.len() as u64).await?;
                 x = Some(blocking(move || parse_x_json(&data)).await?);
             }
-            "precision" => precision = Some(text(&name, &data)?.parse()?),
-            "verify" => verify = Some(part_bool(&text(&name, &data)?)?),
+            "precision" => o.precision = Some(text(&name, &data)?.parse()?),
+            "verify" => o.verify = Some(part_bool(&text(&name, &data)?)?),
+            "expected_calls" => {
+                o.expected_calls = Some(crate::input::parse_expected_calls(
+                    "part",
+                    &text(&name, &data)?,
+                )?)
+            }
             "matrix_id" => matrix_id = Some(text(&name, &data)?.trim().to_string()),
             other => {
                 return Err(ApiError::BadRequest(format!(
@@ -334,7 +375,7 @@ async fn parse_parts(
             }
         }
     }
-    assemble(&q, matrix, matrix_id, x, precision, verify)
+    assemble(&q, matrix, matrix_id, x, o)
 }
 
 fn part_bool(v: &str) -> Result<bool, ApiError> {

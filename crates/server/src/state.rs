@@ -37,6 +37,9 @@ pub struct DeviceState {
     info: Option<DeviceInfo>,
     /// Copy bandwidth measured at start-up (the bandwidth bound's reference).
     pub copy: Option<CopyBandwidth>,
+    /// Host time to prepare one kernel launch, measured at start-up (ms):
+    /// the planner's per-launch analysis cost.
+    pub launch_ms: Option<f64>,
     /// Why there is no device, when there is none.
     pub unavailable: Option<String>,
 }
@@ -54,8 +57,9 @@ impl DeviceState {
 
     /// As [`DeviceState::open`], with the whole engine configuration.
     pub fn open_with(cfg: &engine::EngineConfig) -> DeviceState {
-        match Engine::with_config(cfg) {
+        match Engine::with_config(cfg).and_then(|e| build_programs(&e).map(|()| e)) {
             Ok(engine) => {
+                let launch_ms = engine.launch_prepare_ms().ok();
                 let copy = match engine.copy_bandwidth(64 << 20, 5) {
                     Ok(c) => Some(c),
                     Err(e) => {
@@ -70,6 +74,7 @@ impl DeviceState {
                     info: Some(engine.info().clone()),
                     engine: Some(Arc::new(engine)),
                     copy,
+                    launch_ms,
                     unavailable: None,
                 }
             }
@@ -86,6 +91,7 @@ impl DeviceState {
             engine: None,
             info: None,
             copy: None,
+            launch_ms: None,
             unavailable: Some(reason.into()),
         }
     }
@@ -111,6 +117,16 @@ impl DeviceState {
         self.info()
             .map(|i| selector::DeviceIdentity::new(&i.name, &i.vendor, &i.driver, &i.kind))
     }
+}
+
+/// Builds (or loads from the binary cache) the kernel programs of every
+/// precision the device supports, so that no request pays for a build.
+pub(crate) fn build_programs(engine: &Engine) -> Result<(), engine::EngineError> {
+    engine.program(Precision::F32)?;
+    if engine.info().fp64 {
+        engine.program(Precision::F64)?;
+    }
+    Ok(())
 }
 
 /// A matrix on the device with its prepared plan, in one precision.
@@ -149,6 +165,10 @@ pub struct StoredMatrix {
     pub host: Csr<f64>,
     /// Its features.
     pub features: Features,
+    /// How often it is expected to be multiplied (the planner weighs analysis
+    /// against it): 1 for an inline matrix unless the client says otherwise,
+    /// `--uploaded-expected-calls` or the client's figure for an upload.
+    pub expected_calls: u64,
     ready: Mutex<Vec<Arc<Ready>>>,
 }
 
@@ -160,8 +180,15 @@ impl StoredMatrix {
             owner,
             host,
             features,
+            expected_calls: 1,
             ready: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The same, expected to be multiplied `calls` times.
+    pub fn with_expected_calls(mut self, calls: u64) -> Self {
+        self.expected_calls = calls.max(1);
+        self
     }
 
     /// The device state for `p`, when uploaded in that precision.
@@ -365,6 +392,8 @@ impl AppState {
         store: Option<store::Store>,
     ) -> AppState {
         let metrics = Arc::new(Metrics::default());
+        let planner =
+            planner.with_device_figures(device.copy.as_ref().map(|c| c.gbps), device.launch_ms);
         let slot = Arc::new(DeviceSlot::new(
             &device,
             config.engine_config(),
@@ -726,18 +755,20 @@ impl AppState {
         device_bytes_held(&self.cache())
     }
 
-    /// Plans `m` for precision `p` (blocking, cheap: features are already known).
+    /// Plans `m` for precision `p` and the calls it is expected to serve
+    /// (blocking; features are already known, binning only when it pays).
     pub fn plan(&self, m: &StoredMatrix, p: Precision, explain: bool) -> Planned {
-        let pred = self
+        let a = self
             .0
             .planner
-            .plan(p, &m.features, m.host.row_ptr(), explain);
+            .plan(p, &m.features, m.host.row_ptr(), m.expected_calls, explain);
         Planned {
-            plan: pred.plan,
-            binning: pred.binning,
-            explanation: pred.explanation,
+            plan: a.prediction.plan,
+            binning: a.prediction.binning,
+            explanation: a.prediction.explanation,
             model: self.0.planner.used(p).clone(),
             tuning: None,
+            planning: a.planning,
         }
     }
 

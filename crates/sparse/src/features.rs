@@ -77,6 +77,10 @@ pub struct Features {
     pub values: Vec<f64>,
 }
 
+/// Rows plus nonzeros read below which the feature pass runs on the
+/// calling thread (about 0.2 ms of work).
+const SEQUENTIAL_BELOW: usize = 1 << 18;
+
 impl Features {
     /// Computes the features of a matrix (its pattern only; values are not read).
     pub fn of<T: Scalar>(a: &Csr<T>) -> Self {
@@ -85,6 +89,18 @@ impl Features {
 
     /// Computes the features from the CSR pattern arrays.
     pub fn of_pattern(nrows: usize, ncols: usize, row_ptr: &[u32], col_idx: &[u32]) -> Self {
+        let parallel = nrows + col_idx.len().min(1 << 19) >= SEQUENTIAL_BELOW;
+        Self::of_pattern_on(nrows, ncols, row_ptr, col_idx, parallel)
+    }
+
+    /// [`Features::of_pattern`] on the thread pool or on this thread.
+    fn of_pattern_on(
+        nrows: usize,
+        ncols: usize,
+        row_ptr: &[u32],
+        col_idx: &[u32],
+        parallel: bool,
+    ) -> Self {
         let nnz = col_idx.len();
         let m = nrows.max(1) as f64;
         let mean = nnz as f64 / m;
@@ -122,60 +138,66 @@ impl Features {
         let nblocks = nrows.div_ceil(BLOCK);
         let stride = nnz.div_ceil(1 << 19).clamp(1, nblocks.max(1));
         let long_len = long_threshold.floor() as usize;
-        let acc = (0..nblocks)
-            .into_par_iter()
-            .map(|b| {
-                let mut a = zero;
-                let rows = b * BLOCK..((b + 1) * BLOCK).min(nrows);
-                let mut sq = 0u64;
-                for r in rows.clone() {
-                    let len = (row_ptr[r + 1] - row_ptr[r]) as usize;
-                    a.min = a.min.min(len);
-                    a.max = a.max.max(len);
-                    sq += (len * len) as u64;
-                    a.empty += usize::from(len == 0);
-                    a.long_nnz += if len > long_len { len } else { 0 };
-                    a.hist[hist_bucket(len)] += 1;
-                }
-                a.sumsq = sq as u128;
-                for r in rows {
-                    let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
-                    let len = e - s;
-                    if len > 0 {
-                        // Rows are sorted: the farthest entry is the first or the last.
-                        let (first, last) = (col_idx[s] as i64, col_idx[e - 1] as i64);
-                        let ri = r as i64;
-                        a.band = a
-                            .band
-                            .max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
-                        if b % stride == 0 {
-                            // A plain sum the compiler can vectorise.
-                            let rowdist: i64 =
-                                col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
-                            a.dist += rowdist as f64;
-                            a.dist_nnz += len;
-                        }
+        let fold = |b: usize| {
+            let mut a = zero;
+            let rows = b * BLOCK..((b + 1) * BLOCK).min(nrows);
+            let mut sq = 0u64;
+            for r in rows.clone() {
+                let len = (row_ptr[r + 1] - row_ptr[r]) as usize;
+                a.min = a.min.min(len);
+                a.max = a.max.max(len);
+                sq += (len * len) as u64;
+                a.empty += usize::from(len == 0);
+                a.long_nnz += if len > long_len { len } else { 0 };
+                a.hist[hist_bucket(len)] += 1;
+            }
+            a.sumsq = sq as u128;
+            for r in rows {
+                let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+                let len = e - s;
+                if len > 0 {
+                    // Rows are sorted: the farthest entry is the first or the last.
+                    let (first, last) = (col_idx[s] as i64, col_idx[e - 1] as i64);
+                    let ri = r as i64;
+                    a.band = a
+                        .band
+                        .max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
+                    if b.is_multiple_of(stride) {
+                        // A plain sum the compiler can vectorise.
+                        let rowdist: i64 =
+                            col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
+                        a.dist += rowdist as f64;
+                        a.dist_nnz += len;
                     }
                 }
-                a
-            })
-            .reduce(
-                || zero,
-                |mut a, b| {
-                    a.min = a.min.min(b.min);
-                    a.max = a.max.max(b.max);
-                    a.sumsq += b.sumsq;
-                    a.empty += b.empty;
-                    a.long_nnz += b.long_nnz;
-                    a.dist += b.dist;
-                    a.dist_nnz += b.dist_nnz;
-                    a.band = a.band.max(b.band);
-                    for i in 0..HIST_BUCKETS {
-                        a.hist[i] += b.hist[i];
-                    }
-                    a
-                },
-            );
+            }
+            a
+        };
+        let merge = |mut a: Acc, b: Acc| {
+            a.min = a.min.min(b.min);
+            a.max = a.max.max(b.max);
+            a.sumsq += b.sumsq;
+            a.empty += b.empty;
+            a.long_nnz += b.long_nnz;
+            a.dist += b.dist;
+            a.dist_nnz += b.dist_nnz;
+            a.band = a.band.max(b.band);
+            for i in 0..HIST_BUCKETS {
+                a.hist[i] += b.hist[i];
+            }
+            a
+        };
+        // A small matrix is read on this thread: waking the thread pool costs
+        // more than the pass (tens of microseconds, much more on a busy
+        // machine), which a first call would pay in full.
+        let acc = if !parallel {
+            (0..nblocks).map(fold).fold(zero, merge)
+        } else {
+            (0..nblocks)
+                .into_par_iter()
+                .map(fold)
+                .reduce(|| zero, merge)
+        };
         let min = if nrows == 0 { 0 } else { acc.min };
         // Population variance from exact integer sums: E[len^2] - mean^2.
         let var = if nrows == 0 {
@@ -247,6 +269,25 @@ impl Features {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pass_on_this_thread_equals_the_parallel_one() {
+        // 20 blocks of rows with varied lengths and spread columns.
+        let n = 20 * 4096 + 17;
+        let (mut rp, mut ci) = (vec![0u32], Vec::new());
+        for r in 0..n {
+            let len = (r * 7919) % 23;
+            let mut cols: Vec<u32> = (0..len).map(|j| ((r * 31 + j * 977) % n) as u32).collect();
+            cols.sort_unstable();
+            cols.dedup();
+            ci.extend(cols);
+            rp.push(ci.len() as u32);
+        }
+        let par = Features::of_pattern_on(n, n, &rp, &ci, true);
+        let seq = Features::of_pattern_on(n, n, &rp, &ci, false);
+        assert_eq!(par, seq);
+        assert_eq!(par, Features::of_pattern(n, n, &rp, &ci));
+    }
 
     #[test]
     fn buckets() {

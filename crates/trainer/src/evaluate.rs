@@ -3,6 +3,7 @@
 //! oracle, the best and worst single kernel, serial and vector alone,
 //! CSR-Adaptive, and the hand-written rule baseline, all timed back to back.
 
+use crate::first_call::{self, FirstCallSetup};
 use crate::label::{test_vector, Labeller, MatrixLabels};
 use crate::report;
 use anyhow::Result;
@@ -32,6 +33,21 @@ pub struct EvalRow {
     pub nnz: usize,
     /// Features + prediction + binning on the host.
     pub overhead_ms: f64,
+    /// Of which the features.
+    pub features_ms: f64,
+    /// Preparing the predicted plan's launches on the device (row lists,
+    /// CSR-Adaptive blocks, kernel objects; NaN when not measured).
+    pub prepare_ms: f64,
+    /// The plan the service picks for one call (`Selector::plan_for_calls`
+    /// with 1 expected call): its candidate name (`model` or `single:<kernel>`).
+    pub first_call_plan: String,
+    /// Its time.
+    pub first_call_ms: f64,
+    /// Its whole analysis: features, amortised planning and preparation
+    /// (preparation only when timed on the device).
+    pub first_call_overhead_ms: f64,
+    /// Whether it is the model's own plan.
+    pub first_call_same_plan: bool,
     /// The predicted plan's scheme.
     pub predicted_scheme: Scheme,
     /// The predicted plan.
@@ -81,6 +97,23 @@ impl EvalRow {
         self.oracle_ms / self.predicted_ms
     }
 
+    /// The first call as measured before amortisation: oracle / (predicted +
+    /// features and prediction), preparation not counted.
+    pub fn first_call_ratio(&self) -> f64 {
+        self.oracle_ms / (self.predicted_ms + self.overhead_ms)
+    }
+
+    /// The same with the model plan's preparation counted.
+    pub fn first_call_ratio_prepared(&self) -> f64 {
+        self.oracle_ms / (self.predicted_ms + self.overhead_ms + self.prepare_ms)
+    }
+
+    /// The first call planned for one call: oracle / (its plan's time + its
+    /// whole analysis, preparation included).
+    pub fn first_call_ratio_amortised(&self) -> f64 {
+        self.oracle_ms / (self.first_call_ms + self.first_call_overhead_ms)
+    }
+
     /// The time an uploaded matrix runs at once the service has tuned it: the
     /// model's plan, unless the best single kernel beats it by the server's
     /// switch margin (`server::tune`, 3%). Both times come from the same run.
@@ -104,47 +137,41 @@ impl EvalRow {
 /// the model's plan before it switches (mirrors `server::tune::SWITCH_MARGIN`).
 pub const TUNE_SWITCH_MARGIN: f64 = 0.03;
 
-/// Evaluates one matrix. `labels` are its exhaustive labels in this precision.
+/// Evaluates one matrix. `labels` are its exhaustive labels in this precision;
+/// `setup` is what the service's planner knows of the device (for the first call).
+#[allow(clippy::too_many_arguments)]
 pub async fn evaluate_matrix<T: DeviceScalar>(
     lab: &Labeller<'_>,
     class: RuleClass,
     model: &Model,
+    setup: &FirstCallSetup,
     name: &str,
     source: &str,
     a: &Csr<T>,
     labels: &MatrixLabels,
 ) -> Result<EvalRow> {
-    // Overhead: what a user's first call pays on the host before the kernels run.
-    let t0 = Instant::now();
-    let features = Features::of(a);
-    let pred = model.predict(&features, a.row_ptr());
-    let overhead_ms = t0.elapsed().as_secs_f64() * 1e3;
+    // Overhead: what a user's first call pays on the host before the kernels
+    // run (each step the median of a few runs).
+    let reps = first_call::HOST_REPS;
+    let (features, features_ms) = first_call::timed(reps, || Features::of(a));
+    let (pred, predict_ms) = first_call::timed(reps, || model.predict(&features, a.row_ptr()));
+    let overhead_ms = features_ms + predict_ms;
+    let ctx = setup.context(T::BYTES);
+    let (first, planning, first_plan_ms) =
+        first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
     let dm = lab.engine.upload(a)?;
-    let x = test_vector::<T>(a.ncols());
-    let m = labels.matrix;
+    let prepare_ms = first_call::prepare_ms(lab.engine, &dm, &pred.binning, &pred.plan);
+    let first_prepare_ms = first_call::prepare_ms(lab.engine, &dm, &first.binning, &first.plan);
     let (oracle_scheme, oracle_plan) = labels
         .oracle()
         .map(|(s, p)| (s, p.plan.clone()))
         .unwrap_or((Scheme::Single, Plan::single(KernelId::Serial)));
-    // Every candidate is timed in EVAL_ROUNDS interleaved rounds and keeps its best
-    // round: on a CPU device microsecond kernels drift with the state of the worker
-    // threads, and timing one plan after the other would charge that drift to
-    // whichever plan came first.
     let mut plans: Vec<Plan> = vec![pred.plan.clone(), oracle_plan];
     plans.extend(KernelId::all().into_iter().map(Plan::single));
     plans.push(selector::rule_plan_for(class, &features, a.row_ptr()));
-    let mut best_ms = vec![f64::INFINITY; plans.len()];
-    for _ in 0..EVAL_ROUNDS {
-        for (i, plan) in plans.iter().enumerate() {
-            if plan.kernels.is_empty() {
-                best_ms[i] = 0.0;
-                continue;
-            }
-            let b = Binning::new(a.row_ptr(), plan.scheme);
-            let t = lab.plan_time(m, &dm, &b, plan, &x).await?;
-            best_ms[i] = best_ms[i].min(t);
-        }
-    }
+    plans.push(first.plan.clone());
+    let best_ms = time_plans(lab, labels, &dm, a, &plans).await?;
+    let n = best_ms.len();
     let singles: Vec<(KernelId, f64)> = KernelId::all()
         .into_iter()
         .zip(best_ms[2..2 + KernelId::all().len()].iter().copied())
@@ -154,14 +181,61 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
         source,
         dims: (a.nrows(), a.ncols(), a.nnz()),
         overhead_ms,
+        features_ms,
+        prepare_ms,
         labels,
         plan: &pred.plan,
         predicted_ms: best_ms[0],
         oracle: (oracle_scheme, best_ms[1]),
         singles,
-        rule_ms: *best_ms.last().expect("the rule plan"),
+        rule_ms: best_ms[n - 2],
+        first_call: FirstCall {
+            name: planning.chosen,
+            ms: best_ms[n - 1],
+            overhead_ms: features_ms + first_plan_ms + first_prepare_ms,
+            same_plan: first.plan == pred.plan,
+        },
         timing: "timed",
     }))
+}
+
+/// Times every plan in [`EVAL_ROUNDS`] interleaved rounds, keeping each
+/// plan's best round: on a CPU device microsecond kernels drift with the state
+/// of the worker threads, and timing one plan after the other would charge
+/// that drift to whichever plan came first.
+async fn time_plans<T: DeviceScalar>(
+    lab: &Labeller<'_>,
+    labels: &MatrixLabels,
+    dm: &engine::DeviceMatrix<T>,
+    a: &Csr<T>,
+    plans: &[Plan],
+) -> Result<Vec<f64>> {
+    let x = test_vector::<T>(a.ncols());
+    let mut best_ms = vec![f64::INFINITY; plans.len()];
+    for _ in 0..EVAL_ROUNDS {
+        for (i, plan) in plans.iter().enumerate() {
+            if plan.kernels.is_empty() {
+                best_ms[i] = 0.0;
+                continue;
+            }
+            let b = Binning::new(a.row_ptr(), plan.scheme);
+            let t = lab.plan_time(labels.matrix, dm, &b, plan, &x).await?;
+            best_ms[i] = best_ms[i].min(t);
+        }
+    }
+    Ok(best_ms)
+}
+
+/// The plan for one call as measured.
+struct FirstCall {
+    /// The planning's chosen candidate.
+    name: String,
+    /// Its time.
+    ms: f64,
+    /// Features, planning and preparation.
+    overhead_ms: f64,
+    /// Whether it is the model's own plan.
+    same_plan: bool,
 }
 
 /// What one evaluation measured of a matrix; [`assemble`] makes the row.
@@ -171,6 +245,8 @@ struct Measured<'a> {
     /// Rows, columns, nonzeros.
     dims: (usize, usize, usize),
     overhead_ms: f64,
+    features_ms: f64,
+    prepare_ms: f64,
     labels: &'a MatrixLabels,
     /// The model's plan.
     plan: &'a Plan,
@@ -180,6 +256,8 @@ struct Measured<'a> {
     /// Each kernel alone over the whole matrix.
     singles: Vec<(KernelId, f64)>,
     rule_ms: f64,
+    /// The plan for one call.
+    first_call: FirstCall,
     timing: &'static str,
 }
 
@@ -212,6 +290,12 @@ fn assemble(m: Measured<'_>) -> EvalRow {
         ncols: m.dims.1,
         nnz: m.dims.2,
         overhead_ms: m.overhead_ms,
+        features_ms: m.features_ms,
+        prepare_ms: m.prepare_ms,
+        first_call_plan: m.first_call.name,
+        first_call_ms: m.first_call.ms,
+        first_call_overhead_ms: m.first_call.overhead_ms,
+        first_call_same_plan: m.first_call.same_plan,
         predicted_scheme: m.plan.scheme,
         predicted_ms: m.predicted_ms,
         oracle_scheme: m.oracle.0,
@@ -250,10 +334,13 @@ fn stage2_hits(labels: &MatrixLabels, plan: &Plan) -> (usize, usize) {
 /// is its stored whole-plan time when one exists (labelling and earlier
 /// evaluations on the device store them), else the estimate from its bins'
 /// times ([`crate::pipeline::estimate_plan_ms`]); a single kernel's is its stored
-/// whole-plan time, else its time on the single-bin scheme's bin.
+/// whole-plan time, else its time on the single-bin scheme's bin. The first
+/// call's analysis counts features and planning; preparation needs a device.
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_stored<T: sparse::Scalar>(
     class: RuleClass,
     model: &Model,
+    setup: &FirstCallSetup,
     name: &str,
     source: &str,
     a: &Csr<T>,
@@ -262,8 +349,12 @@ pub fn evaluate_stored<T: sparse::Scalar>(
 ) -> Result<EvalRow> {
     let t0 = Instant::now();
     let features = Features::of(a);
+    let features_ms = t0.elapsed().as_secs_f64() * 1e3;
     let pred = model.predict(&features, a.row_ptr());
     let overhead_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let ctx = setup.context(std::mem::size_of::<T>());
+    let (first, planning, first_plan_ms) =
+        first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
     let time_of = |plan: &Plan| -> f64 {
         if plan.kernels.is_empty() {
             return 0.0;
@@ -295,12 +386,20 @@ pub fn evaluate_stored<T: sparse::Scalar>(
         source,
         dims: (a.nrows(), a.ncols(), a.nnz()),
         overhead_ms,
+        features_ms,
+        prepare_ms: f64::NAN,
         labels,
         plan: &pred.plan,
         predicted_ms: time_of(&pred.plan),
         oracle: (oracle_scheme, oracle),
         singles,
         rule_ms: time_of(&selector::rule_plan_for(class, &features, a.row_ptr())),
+        first_call: FirstCall {
+            name: planning.chosen,
+            ms: time_of(&first.plan),
+            overhead_ms: features_ms + first_plan_ms,
+            same_plan: first.plan == pred.plan,
+        },
         timing: "stored",
     }))
 }
@@ -333,6 +432,20 @@ pub struct Summary {
     pub geomean_oracle_ratio_first_call: f64,
     /// Median overhead in SpMV-equivalents (overhead / predicted plan time).
     pub median_overhead_spmv_equivalents: f64,
+    /// Geometric mean of oracle / (predicted + overhead + the plan's
+    /// preparation): today's first call with preparation counted.
+    pub geomean_oracle_ratio_first_call_prepared: f64,
+    /// Median of (overhead + preparation) / predicted.
+    pub median_overhead_spmv_equivalents_prepared: f64,
+    /// Geometric mean of oracle / (first-call plan + its whole analysis): the
+    /// first call planned for one call ([`EvalRow::first_call_ratio_amortised`]).
+    pub geomean_oracle_ratio_first_call_amortised: f64,
+    /// Median of the first-call plan's whole analysis / its time.
+    pub median_first_call_overhead_spmv_equivalents: f64,
+    /// Median of features / predicted plan time (the part no plan avoids).
+    pub median_features_spmv_equivalents: f64,
+    /// Matrices whose first call ran a plan other than the model's.
+    pub first_call_changed: usize,
     /// Stage 1 top-1 accuracy: predicted scheme == oracle scheme.
     pub stage1_accuracy: f64,
     /// Stage 2 top-1 accuracy over the predicted schemes' bins.
@@ -381,6 +494,13 @@ pub struct Summary {
     pub perf: Option<crate::perf_eval::PerfSummary>,
 }
 
+/// The median of `f` over the rows where it is finite (NaN for none).
+fn median(rows: &[EvalRow], f: impl Fn(&EvalRow) -> f64) -> f64 {
+    let mut v: Vec<f64> = rows.iter().map(f).filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// Summarises evaluated rows.
 pub fn summarize(rows: &[EvalRow]) -> Summary {
     let sp = |f: fn(&EvalRow) -> f64| geomean(rows.iter().map(|r| f(r) / r.predicted_ms));
@@ -388,12 +508,7 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
     let worst = rows
         .iter()
         .min_by(|a, b| a.oracle_ratio().total_cmp(&b.oracle_ratio()));
-    let mut eq: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.predicted_ms > 0.0)
-        .map(|r| r.overhead_ms / r.predicted_ms)
-        .collect();
-    eq.sort_by(f64::total_cmp);
+    let eq = median(rows, |r| r.overhead_ms / r.predicted_ms);
     let (h, b) = rows
         .iter()
         .fold((0, 0), |(h, b), r| (h + r.stage2_hits, b + r.stage2_bins));
@@ -405,11 +520,22 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
         geomean_oracle_ratio: geomean(rows.iter().map(|r| r.oracle_ratio())),
         worst_oracle_ratio: worst.map_or(f64::NAN, |r| r.oracle_ratio()),
         worst_matrix: worst.map_or(String::new(), |r| r.matrix.clone()),
-        geomean_oracle_ratio_first_call: geomean(
-            rows.iter()
-                .map(|r| r.oracle_ms / (r.predicted_ms + r.overhead_ms)),
+        geomean_oracle_ratio_first_call: geomean(rows.iter().map(|r| r.first_call_ratio())),
+        median_overhead_spmv_equivalents: eq,
+        geomean_oracle_ratio_first_call_prepared: geomean(
+            rows.iter().map(|r| r.first_call_ratio_prepared()),
         ),
-        median_overhead_spmv_equivalents: eq.get(eq.len() / 2).copied().unwrap_or(f64::NAN),
+        median_overhead_spmv_equivalents_prepared: median(rows, |r| {
+            (r.overhead_ms + r.prepare_ms) / r.predicted_ms
+        }),
+        geomean_oracle_ratio_first_call_amortised: geomean(
+            rows.iter().map(|r| r.first_call_ratio_amortised()),
+        ),
+        median_first_call_overhead_spmv_equivalents: median(rows, |r| {
+            r.first_call_overhead_ms / r.first_call_ms
+        }),
+        median_features_spmv_equivalents: median(rows, |r| r.features_ms / r.predicted_ms),
+        first_call_changed: rows.iter().filter(|r| !r.first_call_same_plan).count(),
         stage1_accuracy: rows
             .iter()
             .filter(|r| r.predicted_scheme == r.oracle_scheme)
@@ -518,6 +644,15 @@ struct EvalCsv<'a> {
     cusparse_cupy_ms: f64,
     #[serde(serialize_with = "opt_ms")]
     bound_ms: f64,
+    #[serde(serialize_with = "ms")]
+    features_ms: f64,
+    #[serde(serialize_with = "opt_ms")]
+    prepare_ms: f64,
+    first_call_plan: &'a str,
+    #[serde(serialize_with = "ms")]
+    first_call_ms: f64,
+    #[serde(serialize_with = "ms")]
+    first_call_overhead_ms: f64,
     timing: &'a str,
 }
 
@@ -546,6 +681,11 @@ impl<'a> EvalCsv<'a> {
             cusparse_ms: r.cusparse_ms,
             cusparse_cupy_ms: r.cusparse_cupy_ms,
             bound_ms: r.bound_ms,
+            features_ms: r.features_ms,
+            prepare_ms: r.prepare_ms,
+            first_call_plan: &r.first_call_plan,
+            first_call_ms: r.first_call_ms,
+            first_call_overhead_ms: r.first_call_overhead_ms,
             timing: r.timing,
         }
     }

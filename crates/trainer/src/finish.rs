@@ -192,6 +192,8 @@ impl Finish<'_> {
                 .await
             }
             Evaluator::Stored(store, device, context) => {
+                let mut setup = crate::first_call::FirstCallSetup::new(None);
+                setup.copy_gbps = self.copy_gbps;
                 let mut rows = Vec::new();
                 for l in test {
                     let item = &self.items[l.item];
@@ -208,6 +210,7 @@ impl Finish<'_> {
                         Precision::F32 => evaluate::evaluate_stored(
                             self.class,
                             model,
+                            &setup,
                             &item.name,
                             &item.source,
                             &a.cast::<f32>(),
@@ -217,6 +220,7 @@ impl Finish<'_> {
                         Precision::F64 => evaluate::evaluate_stored(
                             self.class,
                             model,
+                            &setup,
                             &item.name,
                             &item.source,
                             &a,

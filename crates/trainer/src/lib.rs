@@ -10,6 +10,7 @@ pub mod corpus;
 pub mod dataset;
 pub mod evaluate;
 pub mod finish;
+pub mod first_call;
 pub mod label;
 pub mod peers;
 pub mod perf_eval;

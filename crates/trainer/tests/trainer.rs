@@ -271,6 +271,18 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
             r.serial_ms.is_finite() && r.vector_ms.is_finite() && r.csr_adaptive_ms.is_finite()
         );
         assert!(KernelId::all().contains(&r.best_single));
+        // The first call: the plan for one call was timed, and its analysis
+        // (features, planning, preparation) measured on top of the features.
+        assert!(
+            r.first_call_plan == "model" || r.first_call_plan.starts_with("single:"),
+            "{r:?}"
+        );
+        assert!(
+            r.first_call_ms.is_finite() && r.first_call_ms > 0.0,
+            "{r:?}"
+        );
+        assert!(r.prepare_ms.is_finite() && r.prepare_ms > 0.0, "{r:?}");
+        assert!(r.first_call_overhead_ms > r.features_ms, "{r:?}");
     }
     let out = dir.path().join("report");
     let s = pipeline::write_outputs(&out, "test", &rows, &loaded, &real, serde_json::Value::Null)
@@ -284,6 +296,15 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
         .sum();
     let geomean = (logs / rows.len() as f64).exp();
     assert!((s.geomean_oracle_ratio - geomean).abs() < 1e-9, "{s:?}");
+    let first: f64 = rows
+        .iter()
+        .map(|r| (r.oracle_ms / (r.first_call_ms + r.first_call_overhead_ms)).ln())
+        .sum();
+    let first = (first / rows.len() as f64).exp();
+    assert!(
+        (s.geomean_oracle_ratio_first_call_amortised - first).abs() < 1e-9,
+        "{s:?}"
+    );
     let worst = rows
         .iter()
         .map(|r| r.oracle_ms / r.predicted_ms)

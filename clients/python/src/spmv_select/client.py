@@ -87,6 +87,13 @@ def _precision(p: Optional[str]) -> Optional[str]:
 MatrixLike = Union[sp.spmatrix, "sp.sparray", Tuple]
 
 
+def _calls(params: dict, expected_calls: Optional[int]) -> dict:
+    """Adds ``expected_calls`` to query parameters (an integer >= 1, checked by the service)."""
+    if expected_calls is not None:
+        params["expected_calls"] = str(int(expected_calls))
+    return params
+
+
 def as_csr_arrays(A) -> Tuple[Tuple[int, int], np.ndarray, np.ndarray, np.ndarray]:
     """``(shape, indptr, indices, data)`` of a scipy.sparse matrix or array,
     or of an ``(indptr, indices, data[, shape])`` triple (without a shape,
@@ -238,22 +245,28 @@ class Client:
         """``GET /device``: the service's device, memory and copy bandwidth."""
         return self._request("GET", "/device").json()
 
-    def upload(self, A: MatrixLike, precision: Optional[str] = None) -> str:
+    def upload(
+        self, A: MatrixLike, precision: Optional[str] = None, expected_calls: Optional[int] = None
+    ) -> str:
         """Uploads a matrix (``POST /matrices``, binary CSR) and returns its id.
 
         ``precision`` (``"f32"`` or ``"f64"``, the service's default f64 when
         ``None``) is the precision the service prepares the matrix in; float32
         data is sent as 4-byte values, any other as 8-byte values.
+        ``expected_calls`` is how often it will be multiplied (the service's
+        default for uploads when ``None``): the plan weighs analysis against it.
         """
-        info = self.upload_info(A, precision)
+        info = self.upload_info(A, precision, expected_calls)
         return info["id"]
 
-    def upload_info(self, A: MatrixLike, precision: Optional[str] = None) -> dict:
+    def upload_info(
+        self, A: MatrixLike, precision: Optional[str] = None, expected_calls: Optional[int] = None
+    ) -> dict:
         """As :meth:`upload`, returning the service's whole answer (id, plan,
-        model, bytes, timings)."""
+        model, planning, bytes, timings)."""
         shape, indptr, indices, data = as_csr_arrays(A)
         body = csrbin.encode(shape, indptr, indices, data, value_width=_value_width(data))
-        params = {}
+        params = _calls({}, expected_calls)
         p = _precision(precision)
         if p:
             params["precision"] = p
@@ -268,13 +281,20 @@ class Client:
         self._shapes[info["id"]] = (int(shape[0]), int(shape[1]))
         return info
 
-    def predict(self, A: MatrixLike, precision: Optional[str] = None, explain: bool = False) -> dict:
+    def predict(
+        self,
+        A: MatrixLike,
+        precision: Optional[str] = None,
+        explain: bool = False,
+        expected_calls: Optional[int] = None,
+    ) -> dict:
         """The plan the service would use for a matrix (``POST /predict``):
-        features, scheme, kernels per bin, the model and, with ``explain``,
-        the decision paths."""
+        features, scheme, kernels per bin, the model, how it was chosen for
+        ``expected_calls`` multiplications (``planning``; the service's default
+        for uploads when ``None``) and, with ``explain``, the decision paths."""
         shape, indptr, indices, data = as_csr_arrays(A)
         body = csrbin.encode(shape, indptr, indices, data, value_width=_value_width(data))
-        params = {}
+        params = _calls({}, expected_calls)
         p = _precision(precision)
         if p:
             params["precision"] = p

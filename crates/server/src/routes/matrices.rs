@@ -7,12 +7,14 @@ fn ready_json(r: &Ready) -> Value {
         "precision": r.precision.name(),
         "plan": PlanView::of(&r.planned.plan, &r.planned.binning),
         "model": r.planned.model,
+        "planning": r.planned.planning,
         "device_bytes": r.device_bytes,
         "setup_ms": r.setup_ms,
     })
 }
 
-/// `POST /matrices[?precision=f32|f64]`: parse, plan, upload once.
+/// `POST /matrices[?precision=f32|f64][&expected_calls=N]`: parse, plan for
+/// N calls (default `--uploaded-expected-calls`), upload once.
 pub async fn upload(
     State(s): State<AppState>,
     Extension(who): Extension<Principal>,
@@ -21,8 +23,11 @@ pub async fn upload(
     body: Body,
 ) -> Result<Response, ApiError> {
     let t0 = Instant::now();
-    let q = Query::parse(q.as_deref(), &["precision"])?;
+    let q = Query::parse(q.as_deref(), &["precision", "expected_calls"])?;
     let p = q.precision.unwrap_or(Precision::DEFAULT);
+    let calls = q
+        .expected_calls
+        .unwrap_or(s.config().uploaded_expected_calls);
     // The reservation is held until the answer is built.
     let (m, [parse_ms, features_ms, hash_ms], _held) =
         read_matrix(&s, &who, &headers, body).await?;
@@ -38,6 +43,7 @@ pub async fn upload(
     }
     // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
     s.check_device_fit(&m.host, p)?;
+    let m = m.with_expected_calls(calls);
     let m = blocking(move || {
         if p == Precision::F32 {
             cast_checked::<f32>(&m.host)?;
@@ -74,6 +80,7 @@ pub async fn upload(
         "precision": p.name(),
         "plan": PlanView::of(&planned.plan, &planned.binning),
         "model": planned.model,
+        "planning": planned.planning,
         "tuning": planned.tuning,
         "already_uploaded": existed && !created,
         "on_device": ready.is_some(),

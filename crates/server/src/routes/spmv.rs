@@ -93,12 +93,15 @@ pub async fn spmv(
     body: Body,
 ) -> Result<Response, ApiError> {
     let t0 = Instant::now();
-    let q = Query::parse(q.as_deref(), &["precision", "verify", "matrix_id"])?;
+    let q = Query::parse(
+        q.as_deref(),
+        &["precision", "verify", "matrix_id", "expected_calls"],
+    )?;
     let (req, mut held) = read_spmv(&s, q, &headers, body).await?;
     let read_ms = ms(t0);
     let p = req.precision;
     let x = Arc::new(req.x);
-    let (m, cached) = spmv_matrix(&s, &who, req.source).await?;
+    let (m, cached) = spmv_matrix(&s, &who, req.source, req.expected_calls).await?;
     // x and y, and for a matrix used for this call only its device buffers
     // (host memory on a CPU device), count against the memory budget.
     let once = if cached { 0 } else { device_bytes(&m.host, p) };
@@ -157,18 +160,21 @@ pub async fn spmv(
 }
 
 /// The matrix of an /spmv request: an uploaded one, an inline one already
-/// uploaded (same content hash), or an inline one for this call only; and
-/// whether it is in the cache.
+/// uploaded (same content hash), or an inline one for this call only
+/// (expected to be multiplied `calls` times, once by default); and whether
+/// it is in the cache.
 async fn spmv_matrix(
     s: &AppState,
     who: &Principal,
     source: Source,
+    calls: Option<u64>,
 ) -> Result<(Arc<StoredMatrix>, bool), ApiError> {
     Ok(match source {
         Source::Id(id) => (s.cached(&id, who)?, true),
         Source::Inline(a) => {
             let (s2, who2) = (s.clone(), who.clone());
             let (m, _) = blocking(move || stored_from(&s2, &who2, a, 0.0)).await?;
+            let m = m.with_expected_calls(calls.unwrap_or(1));
             match s.try_cached(&m.id, who) {
                 Some(c) => (c, true),
                 None => (Arc::new(m), false),
@@ -309,6 +315,11 @@ async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
     put("x-read-ms", d.read_ms.to_string());
     put("x-gbps", d.gbps().to_string());
     put("x-plan-scheme", d.planned.plan.scheme.to_string());
+    put(
+        "x-expected-calls",
+        d.planned.planning.expected_calls.to_string(),
+    );
+    put("x-planning", d.planned.planning.chosen.clone());
     put("x-model", d.planned.model.id.clone());
     if let Some(t) = &d.planned.tuning {
         put("x-tuned", t.chosen.clone());
@@ -331,6 +342,7 @@ async fn json_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
         "uploaded": d.cached,
         "plan": PlanView::of(&d.planned.plan, &d.planned.binning),
         "model": &d.planned.model,
+        "planning": &d.planned.planning,
         "tuning": &d.planned.tuning,
         "launches": d.launches,
         "timings_ms": {

@@ -359,11 +359,12 @@ mod tests {
     use super::*;
     use sparse::Csr;
 
-    /// The shipped H100 f64 model's performance part, fitted before merge_tile
-    /// existed (the test fails if models/ lacks it: it ships with the repository).
+    /// The shipped H100 f32 model's performance part, fitted before merge_tile
+    /// existed (the test fails if models/ lacks it: it ships with the repository;
+    /// the f64 model was refitted with merge_tile, the f32 one was kept).
     fn shipped_h100_perf() -> PerfModel {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../models/nvidia-h100-80gb-hbm3-f64.json");
+            .join("../../models/nvidia-h100-80gb-hbm3-f32.json");
         let m = crate::Model::load(&path).expect("the shipped H100 model loads");
         m.perf().expect("it carries a performance model").clone()
     }

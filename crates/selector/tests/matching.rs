@@ -74,15 +74,28 @@ fn a_kernel_file_added_after_training_keeps_every_shipped_model_usable() {
         .map(|(name, m)| m.unwrap_or_else(|e| panic!("{}: {e}", name.display())))
         .collect();
     assert!(models.len() >= 4);
+    let mut older = 0;
     for m in &models {
         let recorded = m.card.kernel_sources.as_ref().expect("kernel hashes");
-        assert!(!recorded.files.contains_key("merge_tile.cl"));
-        assert_eq!(recorded.added_in(&ks), vec!["merge_tile.cl"]);
         let target = Target {
             device: &m.card.identity(),
             precision: &m.card.precision,
             kernels: &ks,
         };
+        if recorded.files.contains_key("merge_tile.cl") {
+            // Refitted since merge_tile existed: every file recorded, none added.
+            assert!(recorded.added_in(&ks).is_empty());
+            match m.assess(&target) {
+                Assessment::Usable(d) => {
+                    assert_eq!(d.level, MatchLevel::Exact, "{}", d.reason);
+                    assert!(!d.reason.contains("trained before"), "{}", d.reason);
+                }
+                other => panic!("{}: {other:?}", m.card.device),
+            }
+            continue;
+        }
+        older += 1;
+        assert_eq!(recorded.added_in(&ks), vec!["merge_tile.cl"]);
         match m.assess(&target) {
             Assessment::Usable(d) => {
                 assert_eq!(d.level, MatchLevel::Exact, "{}", d.reason);
@@ -97,6 +110,7 @@ fn a_kernel_file_added_after_training_keeps_every_shipped_model_usable() {
         // Its kernel list lacks the new kernel, so it can never pick it.
         assert!(!m.card.kernels.contains(&sparse::KernelId::MergeTile));
     }
+    assert!(older >= 1, "at least one shipped model predates merge_tile");
 }
 
 #[test]

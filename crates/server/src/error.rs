@@ -163,6 +163,10 @@ pub enum ApiError {
         /// Seconds to wait, sent as `Retry-After`.
         retry_after_s: u64,
     },
+    /// The results database, which holds the uploads every replica shares,
+    /// failed or could not be reached; the request can be retried (503).
+    #[error("the shared matrix database is unavailable ({0}); retry the request")]
+    Database(String),
     /// The readiness probe failed (503, with the reason).
     #[error("not ready: {0}")]
     NotReady(String),
@@ -212,6 +216,7 @@ impl ApiError {
             | Recovering { .. }
             | DeviceDeadline { .. }
             | NotReady(_)
+            | Database(_)
             | Busy { .. }
             | Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -249,6 +254,7 @@ impl ApiError {
             Recovering { .. } => "device_recovering",
             DeviceDeadline { .. } => "device_deadline",
             NotReady(_) => "not_ready",
+            Database(_) => "database_unavailable",
             Deadline { .. } => "deadline",
             Internal(_) => "internal",
         }
@@ -355,7 +361,7 @@ impl IntoResponse for ApiError {
             | ApiError::Overloaded { retry_after_s, .. }
             | ApiError::Recovering { retry_after_s, .. }
             | ApiError::DeviceDeadline { retry_after_s, .. } => Some(retry_after_s),
-            ApiError::DeviceFault(_) => Some(1),
+            ApiError::DeviceFault(_) | ApiError::Database(_) => Some(1),
             _ => None,
         };
         if let Some(s) = retry_after {

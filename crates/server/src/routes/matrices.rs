@@ -41,8 +41,10 @@ pub async fn upload(
             cap,
         ));
     }
-    // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
+    // Also refuse, before caching, a matrix the device cannot hold or a
+    // precision it lacks, or one too large for the shared database.
     s.check_device_fit(&m.host, p)?;
+    s.check_shareable(&m.host)?;
     let m = m.with_expected_calls(calls);
     let m = blocking(move || {
         if p == Precision::F32 {
@@ -66,6 +68,17 @@ pub async fn upload(
     } else {
         (None, false)
     };
+    // Written where every replica reaches it before answering; an upload
+    // the database refuses is not kept here either.
+    let added = match s.share_upload(&m).await {
+        Ok(added) => added,
+        Err(e) => {
+            if !existed {
+                s.remove_any(&m.id);
+            }
+            return Err(e);
+        }
+    };
     let total_ms = ms(t0);
     let planned = match &ready {
         Some(r) => r.planned.clone(),
@@ -82,7 +95,8 @@ pub async fn upload(
         "model": planned.model,
         "planning": planned.planning,
         "tuning": planned.tuning,
-        "already_uploaded": existed && !created,
+        // A copy cached here whose row another replica deleted is a new upload.
+        "already_uploaded": existed && !created && added != Some(true),
         "on_device": ready.is_some(),
         "device": s.device().name(),
         "bytes": {
@@ -121,6 +135,8 @@ pub async fn get_matrix(
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    // With a database, the row decides (and a replica without a copy loads one).
+    s.resolve(&id, &who, true).await?;
     let (m, bytes) = s
         .peek(&id, &who)
         .ok_or_else(|| ApiError::NotFound(id.clone()))?;
@@ -134,13 +150,13 @@ pub async fn get_matrix(
     })))
 }
 
-/// `DELETE /matrices/{id}`.
+/// `DELETE /matrices/{id}`: gone on every replica sharing the database.
 pub async fn delete_matrix(
     State(s): State<AppState>,
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if s.remove(&id, &who) {
+    if s.delete_upload(&id, &who).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(id))

@@ -299,3 +299,26 @@ async fn the_device_fit_counts_what_the_cache_already_holds_on_the_device() {
     assert!(state.device_bytes_in_use() <= need(&a).max(need(&b)) * 3 / 2);
     assert!(state.device_bytes_in_use() > 0);
 }
+
+#[tokio::test]
+async fn a_failing_database_is_a_503_and_keeps_nothing() {
+    let (app, state) = test_app(&["--no-device"]).await;
+    let a = random_matrix(50, 50, 35);
+    let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
+    assert_eq!(r.status, 201);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    state.store().unwrap().close().await;
+    let r = send(&app, get(&format!("/matrices/{id}"))).await;
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.error().0, "database_unavailable");
+    assert!(r.error().1.contains("retry"), "{}", r.error().1);
+    assert!(r.headers.contains_key("retry-after"));
+    let b = random_matrix(50, 50, 36);
+    let r = send(&app, post("/matrices", "text/plain", mm_text(&b))).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error().0, "database_unavailable");
+    assert_eq!(state.gauges().cache_entries, 1, "b is not kept");
+    let spmv = json!({"matrix_id": id, "x": random_x(50, 1)});
+    let r = send(&app, post("/spmv", "application/json", spmv.to_string())).await;
+    assert_eq!(r.status, 503);
+}

@@ -310,6 +310,15 @@ impl From<SparseError> for ApiError {
     }
 }
 
+impl From<store::StoreError> for ApiError {
+    /// Every failure of the results database (which holds the uploads the
+    /// replicas share) is a 503 the client may retry; the details go to the log.
+    fn from(e: store::StoreError) -> Self {
+        tracing::warn!(error = %e, "results database failed");
+        ApiError::Database(e.to_string())
+    }
+}
+
 impl From<engine::EngineError> for ApiError {
     /// Size errors are 507 with the sizes, a precision the device lacks 422, a
     /// wrong x length 422, no device 503; the rest are internal.

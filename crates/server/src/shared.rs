@@ -38,15 +38,6 @@ const STORED: Limits = Limits {
     body_timeout_s: 0,
 };
 
-impl From<store::StoreError> for ApiError {
-    /// Every failure of the shared database is a 503 the client may retry;
-    /// the details go to the log.
-    fn from(e: store::StoreError) -> Self {
-        tracing::warn!(error = %e, "results database failed");
-        ApiError::Database(e.to_string())
-    }
-}
-
 impl AppState {
     /// Refuses (413), before any work, a matrix too large for the database to
     /// share; without a database any size the limits allow is kept.
@@ -102,6 +93,11 @@ impl AppState {
         let Some(db) = self.store() else {
             return Ok(self.try_cached(id, who));
         };
+        // Nothing to check (and no lookup to pay) when nothing is cached and
+        // nothing is to be loaded.
+        if !load && self.try_cached(id, who).is_none() {
+            return Ok(None);
+        }
         let meta = match db.upload_meta(id).await? {
             Some(meta) if meta.owner == who.owner() => meta,
             Some(_) => return Ok(None),

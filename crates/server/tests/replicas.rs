@@ -160,10 +160,18 @@ fn upload_multiply_delete_across_replicas(database_url: &str) {
     assert_eq!(call(ra, "POST", "/spmv", ALICE, spmv.as_bytes()).0, 200);
 }
 
-/// Whether this machine has an OpenCL device (required under CI).
+/// Whether this machine has an OpenCL device (required under CI). Probed once
+/// per test binary: opening OpenCL from two test threads at once is not safe
+/// on every driver (PoCL crashed so here).
 fn have_device() -> bool {
-    match engine::Engine::new(None) {
-        Ok(_) => true,
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let probe = PROBE.get_or_init(|| {
+        engine::Engine::new(None)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
+    match probe {
+        Ok(()) => true,
         Err(e) => {
             assert!(!required(), "an OpenCL device is required here: {e}");
             eprintln!("SKIP: no OpenCL device ({e})");

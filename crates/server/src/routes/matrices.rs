@@ -54,25 +54,11 @@ pub async fn upload(
     })
     .await?;
     let (m, existed) = s.insert(m)?;
-    let (ready, created) = if s.device().available() {
-        match s.ensure_ready(&m, p).await {
-            Ok((r, c)) => (Some(r), c),
-            Err(e) => {
-                // A matrix that cannot be put on the device is not kept.
-                if !existed {
-                    s.remove_any(&m.id);
-                }
-                return Err(e);
-            }
-        }
-    } else {
-        (None, false)
-    };
-    // Written where every replica reaches it before answering; an upload
-    // the database refuses is not kept here either.
-    let added = match s.share_upload(&m).await {
-        Ok(added) => added,
+    let (ready, created, added) = match keep_upload(&s, &m, p).await {
+        Ok(kept) => kept,
         Err(e) => {
+            // A matrix that cannot be put on the device, or that the
+            // database refuses, is not kept here either.
             if !existed {
                 s.remove_any(&m.id);
             }
@@ -127,6 +113,24 @@ pub async fn upload(
         resp.headers_mut().insert(header::LOCATION, v);
     }
     Ok(resp)
+}
+
+/// Puts a cached upload on the device in precision `p` (when there is one)
+/// and writes it where every replica reaches it: its device state, whether
+/// this call made that, and whether a database row was added (`None`
+/// without a database).
+async fn keep_upload(
+    s: &AppState,
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+) -> Result<(Option<Arc<Ready>>, bool, Option<bool>), ApiError> {
+    let (ready, created) = if s.device().available() {
+        let (r, c) = s.ensure_ready(m, p).await?;
+        (Some(r), c)
+    } else {
+        (None, false)
+    };
+    Ok((ready, created, s.share_upload(m).await?))
 }
 
 /// `GET /matrices/{id}`.

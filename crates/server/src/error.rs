@@ -163,6 +163,10 @@ pub enum ApiError {
         /// Seconds to wait, sent as `Retry-After`.
         retry_after_s: u64,
     },
+    /// The results database, which holds the uploads every replica shares,
+    /// failed or could not be reached; the request can be retried (503).
+    #[error("the shared matrix database is unavailable ({0}); retry the request")]
+    Database(String),
     /// The readiness probe failed (503, with the reason).
     #[error("not ready: {0}")]
     NotReady(String),
@@ -212,6 +216,7 @@ impl ApiError {
             | Recovering { .. }
             | DeviceDeadline { .. }
             | NotReady(_)
+            | Database(_)
             | Busy { .. }
             | Overloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -249,6 +254,7 @@ impl ApiError {
             Recovering { .. } => "device_recovering",
             DeviceDeadline { .. } => "device_deadline",
             NotReady(_) => "not_ready",
+            Database(_) => "database_unavailable",
             Deadline { .. } => "deadline",
             Internal(_) => "internal",
         }
@@ -304,6 +310,15 @@ impl From<SparseError> for ApiError {
     }
 }
 
+impl From<store::StoreError> for ApiError {
+    /// Every failure of the results database (which holds the uploads the
+    /// replicas share) is a 503 the client may retry; the details go to the log.
+    fn from(e: store::StoreError) -> Self {
+        tracing::warn!(error = %e, "results database failed");
+        ApiError::Database(e.to_string())
+    }
+}
+
 impl From<engine::EngineError> for ApiError {
     /// Size errors are 507 with the sizes, a precision the device lacks 422, a
     /// wrong x length 422, no device 503; the rest are internal.
@@ -355,7 +370,7 @@ impl IntoResponse for ApiError {
             | ApiError::Overloaded { retry_after_s, .. }
             | ApiError::Recovering { retry_after_s, .. }
             | ApiError::DeviceDeadline { retry_after_s, .. } => Some(retry_after_s),
-            ApiError::DeviceFault(_) => Some(1),
+            ApiError::DeviceFault(_) | ApiError::Database(_) => Some(1),
             _ => None,
         };
         if let Some(s) = retry_after {

@@ -29,6 +29,7 @@ pub mod request;
 pub mod request_log;
 pub mod routes;
 pub mod serve;
+pub mod shared;
 pub mod state;
 pub mod tune;
 

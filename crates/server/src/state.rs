@@ -567,13 +567,6 @@ impl AppState {
         crate::auth::matrix_id(&self.0.id_secret, who.owner(), content_hash)
     }
 
-    /// The uploaded matrix `id` of this caller (marking it recently used), or
-    /// 404, also when it belongs to another caller.
-    pub fn cached(&self, id: &str, who: &Principal) -> Result<Arc<StoredMatrix>, ApiError> {
-        self.try_cached(id, who)
-            .ok_or_else(|| ApiError::NotFound(id.to_string()))
-    }
-
     /// The uploaded matrix `id` of this caller without touching its recency.
     pub fn peek(&self, id: &str, who: &Principal) -> Option<(Arc<StoredMatrix>, usize)> {
         let c = self.cache();
@@ -582,7 +575,8 @@ impl AppState {
             .map(|m| (m, c.bytes_of(id).unwrap_or(0)))
     }
 
-    /// Looks up this caller's `id` only if it is cached, without answering 404.
+    /// Looks up this caller's `id` only if it is cached here (marking it
+    /// recently used), without asking the database: see [`AppState::resolve`].
     pub fn try_cached(&self, id: &str, who: &Principal) -> Option<Arc<StoredMatrix>> {
         let mut c = self.cache();
         match c.peek(id) {
@@ -732,7 +726,8 @@ impl AppState {
 
     /// What the cached matrices already hold on the device counts against the
     /// limit: least recently used matrices are evicted until `need` more bytes
-    /// fit (they answer 404 afterwards, as any evicted matrix does).
+    /// fit (with a database they are read from it again on next use; without
+    /// one they answer 404 afterwards).
     fn make_device_room(&self, need: u64, limit: u64) {
         let mut c = self.cache();
         let mut in_use = device_bytes_held(&c);

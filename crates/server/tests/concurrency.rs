@@ -1,7 +1,8 @@
 //! Load behaviour: many simultaneous /spmv calls on several uploaded matrices
 //! are all correct with no 5xx; a full device queue answers 503 with
 //! Retry-After; the cache evicts the least recently used matrix under a small
-//! byte limit, and the evicted id then answers 404.
+//! byte limit, and the evicted id then answers 404 without a database (with
+//! one, it is read back from the database).
 
 mod common;
 
@@ -132,7 +133,7 @@ async fn cache_evicts_least_recently_used_then_404() {
     let over = server::state::ENTRY_OVERHEAD as usize;
     let total = a.bytes() + b.bytes() + c.bytes() + 3 * over - 1;
     let cap = total.to_string();
-    let (app, state) = test_app(&["--no-device", "--cache-bytes", &cap]).await;
+    let (app, state) = test_app(&["--no-device", "--no-database", "--cache-bytes", &cap]).await;
     let up = |m: &sparse::Csr<f64>| post("/matrices", "text/plain", mm_text(m));
     let id_of = |r: Resp| {
         assert_eq!(r.status, 201);
@@ -167,6 +168,51 @@ async fn cache_evicts_least_recently_used_then_404() {
 }
 
 #[tokio::test]
+async fn with_a_database_an_evicted_upload_is_read_back() {
+    let a = random_matrix(200, 200, 33);
+    let b = random_matrix(200, 200, 34);
+    // Room for what an upload must fit (host copy and device buffers), which
+    // is less than two host copies with their fixed overheads.
+    let over = server::state::ENTRY_OVERHEAD;
+    let need = |m: &sparse::Csr<f64>| {
+        m.bytes() as u64 + over + server::state::device_bytes(m, server::input::Precision::F64)
+    };
+    let cap = need(&a).max(need(&b));
+    assert!(cap < (a.bytes() + b.bytes()) as u64 + 2 * over);
+    let cap = cap.to_string();
+    let (app, state) = test_app(&["--no-device", "--cache-bytes", &cap]).await;
+    let mut ids = Vec::new();
+    for m in [&a, &b] {
+        let r = send(&app, post("/matrices", "text/plain", mm_text(m))).await;
+        assert_eq!(r.status, 201);
+        ids.push(r.json()["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(state.gauges().cache_entries, 1, "a was evicted by b");
+    let r = send(&app, get(&format!("/matrices/{}", ids[0]))).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["matrix"]["nnz"], a.nnz());
+    assert_eq!(r.json()["features"], common_features(&a));
+    assert_eq!(state.gauges().cache_entries, 1, "b made way for a");
+    // Deleted, it is gone from the database too: no copy comes back.
+    let del = axum::http::Request::delete(format!("/matrices/{}", ids[1]))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, del).await.status, 204);
+    assert_eq!(
+        send(&app, get(&format!("/matrices/{}", ids[1])))
+            .await
+            .status,
+        404
+    );
+}
+
+/// The features of `a` as GET /matrices/{id} shows them.
+fn common_features(a: &sparse::Csr<f64>) -> serde_json::Value {
+    let f = sparse::Features::of(a);
+    serde_json::Value::Object(f.named().map(|(n, v)| (n.to_string(), json!(v))).collect())
+}
+
+#[tokio::test]
 async fn cache_evicts_device_buffers_too() {
     if !have_device("cache_evicts_device_buffers_too") {
         return;
@@ -178,7 +224,7 @@ async fn cache_evicts_device_buffers_too() {
     };
     // Room for one matrix with its f64 device buffers, not two.
     let cap = (per(&a).max(per(&b)) * 3 / 2).to_string();
-    let (app, state) = test_app(&["--cache-bytes", &cap]).await;
+    let (app, state) = test_app(&["--no-database", "--cache-bytes", &cap]).await;
     let mut ids = Vec::new();
     for m in [&a, &b] {
         let r = send(&app, post("/matrices", "text/plain", mm_text(m))).await;
@@ -229,7 +275,7 @@ async fn the_device_fit_counts_what_the_cache_already_holds_on_the_device() {
     let need = |m: &sparse::Csr<f64>| server::state::device_bytes(m, server::input::Precision::F64);
     // Room on the device for one of them, not both (the cache itself is large).
     let limit = (need(&a).max(need(&b)) * 3 / 2).to_string();
-    let (app, state) = test_app(&["--device-memory-bytes", &limit]).await;
+    let (app, state) = test_app(&["--no-database", "--device-memory-bytes", &limit]).await;
     let mut ids = Vec::new();
     for m in [&a, &b] {
         let r = send(&app, post("/matrices", "text/plain", mm_text(m))).await;
@@ -252,4 +298,27 @@ async fn the_device_fit_counts_what_the_cache_already_holds_on_the_device() {
     );
     assert!(state.device_bytes_in_use() <= need(&a).max(need(&b)) * 3 / 2);
     assert!(state.device_bytes_in_use() > 0);
+}
+
+#[tokio::test]
+async fn a_failing_database_is_a_503_and_keeps_nothing() {
+    let (app, state) = test_app(&["--no-device"]).await;
+    let a = random_matrix(50, 50, 35);
+    let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
+    assert_eq!(r.status, 201);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    state.store().unwrap().close().await;
+    let r = send(&app, get(&format!("/matrices/{id}"))).await;
+    assert_eq!(r.status, 503, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.error().0, "database_unavailable");
+    assert!(r.error().1.contains("retry"), "{}", r.error().1);
+    assert!(r.headers.contains_key("retry-after"));
+    let b = random_matrix(50, 50, 36);
+    let r = send(&app, post("/matrices", "text/plain", mm_text(&b))).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.error().0, "database_unavailable");
+    assert_eq!(state.gauges().cache_entries, 1, "b is not kept");
+    let spmv = json!({"matrix_id": id, "x": random_x(50, 1)});
+    let r = send(&app, post("/spmv", "application/json", spmv.to_string())).await;
+    assert_eq!(r.status, 503);
 }

@@ -5,7 +5,8 @@
 //!
 //! Only this crate knows SQL. Everything else calls the typed async functions of
 //! [`Store`]: devices, matrices, measurements (the trainer's labels), plans, models,
-//! training runs, the labelling queue and the request log of the HTTP service.
+//! training runs, the labelling queue, and the HTTP service's uploaded matrices
+//! (shared by its replicas) and request log.
 //! The backend is chosen by the URL alone (see [`DbLocation::parse`]); callers
 //! see the same API and the same values on both.
 //!
@@ -35,6 +36,7 @@ mod runs;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod types;
+mod uploads;
 
 pub use backend::Backend;
 pub use error::StoreError;
@@ -47,6 +49,7 @@ pub use types::{
     RequestRecord, RunId, RunOwner, RunRecord, RunStatus, StoredContext, StoredPlan, Target,
     TrainingRun, LEGACY_CONTEXT,
 };
+pub use uploads::{Upload, UploadMeta};
 
 use backend::Pool;
 use error::QueryContext;

@@ -45,7 +45,7 @@ fn migration_files(backend: Backend) -> BTreeSet<(i64, String)> {
     out
 }
 
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "devices",
     "label_queue",
     "matrices",
@@ -55,6 +55,7 @@ const TABLES: [&str; 9] = [
     "plans",
     "requests",
     "training_runs",
+    "uploads",
 ];
 
 #[test]

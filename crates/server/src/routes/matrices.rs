@@ -41,8 +41,10 @@ pub async fn upload(
             cap,
         ));
     }
-    // Also refuse, before caching, a matrix the device cannot hold or a precision it lacks.
+    // Also refuse, before caching, a matrix the device cannot hold or a
+    // precision it lacks, or one too large for the shared database.
     s.check_device_fit(&m.host, p)?;
+    s.check_shareable(&m.host)?;
     let m = m.with_expected_calls(calls);
     let m = blocking(move || {
         if p == Precision::F32 {
@@ -52,19 +54,16 @@ pub async fn upload(
     })
     .await?;
     let (m, existed) = s.insert(m)?;
-    let (ready, created) = if s.device().available() {
-        match s.ensure_ready(&m, p).await {
-            Ok((r, c)) => (Some(r), c),
-            Err(e) => {
-                // A matrix that cannot be put on the device is not kept.
-                if !existed {
-                    s.remove_any(&m.id);
-                }
-                return Err(e);
+    let (ready, created, added) = match keep_upload(&s, &m, p).await {
+        Ok(kept) => kept,
+        Err(e) => {
+            // A matrix that cannot be put on the device, or that the
+            // database refuses, is not kept here either.
+            if !existed {
+                s.remove_any(&m.id);
             }
+            return Err(e);
         }
-    } else {
-        (None, false)
     };
     let total_ms = ms(t0);
     let planned = match &ready {
@@ -82,7 +81,8 @@ pub async fn upload(
         "model": planned.model,
         "planning": planned.planning,
         "tuning": planned.tuning,
-        "already_uploaded": existed && !created,
+        // A copy cached here whose row another replica deleted is a new upload.
+        "already_uploaded": existed && !created && added != Some(true),
         "on_device": ready.is_some(),
         "device": s.device().name(),
         "bytes": {
@@ -115,12 +115,32 @@ pub async fn upload(
     Ok(resp)
 }
 
+/// Puts a cached upload on the device in precision `p` (when there is one)
+/// and writes it where every replica reaches it: its device state, whether
+/// this call made that, and whether a database row was added (`None`
+/// without a database).
+async fn keep_upload(
+    s: &AppState,
+    m: &Arc<StoredMatrix>,
+    p: Precision,
+) -> Result<(Option<Arc<Ready>>, bool, Option<bool>), ApiError> {
+    let (ready, created) = if s.device().available() {
+        let (r, c) = s.ensure_ready(m, p).await?;
+        (Some(r), c)
+    } else {
+        (None, false)
+    };
+    Ok((ready, created, s.share_upload(m).await?))
+}
+
 /// `GET /matrices/{id}`.
 pub async fn get_matrix(
     State(s): State<AppState>,
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    // With a database, the row decides (and a replica without a copy loads one).
+    s.resolve(&id, &who, true).await?;
     let (m, bytes) = s
         .peek(&id, &who)
         .ok_or_else(|| ApiError::NotFound(id.clone()))?;
@@ -134,13 +154,13 @@ pub async fn get_matrix(
     })))
 }
 
-/// `DELETE /matrices/{id}`.
+/// `DELETE /matrices/{id}`: gone on every replica sharing the database.
 pub async fn delete_matrix(
     State(s): State<AppState>,
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    if s.remove(&id, &who) {
+    if s.delete_upload(&id, &who).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(id))

@@ -170,12 +170,17 @@ async fn spmv_matrix(
     calls: Option<u64>,
 ) -> Result<(Arc<StoredMatrix>, bool), ApiError> {
     Ok(match source {
-        Source::Id(id) => (s.cached(&id, who)?, true),
+        Source::Id(id) => match s.resolve(&id, who, true).await? {
+            Some(m) => (m, true),
+            None => return Err(ApiError::NotFound(id)),
+        },
         Source::Inline(a) => {
             let (s2, who2) = (s.clone(), who.clone());
             let (m, _) = blocking(move || stored_from(&s2, &who2, a, 0.0)).await?;
             let m = m.with_expected_calls(calls.unwrap_or(1));
-            match s.try_cached(&m.id, who) {
+            // A cached copy only if its upload still exists; never loaded
+            // from the database, since the request carries the matrix.
+            match s.resolve(&m.id, who, false).await? {
                 Some(c) => (c, true),
                 None => (Arc::new(m), false),
             }

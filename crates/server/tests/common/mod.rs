@@ -79,16 +79,23 @@ pub async fn test_app_with(flags: &[&str], device: DeviceState) -> (Router, AppS
     app_with_planner(cfg, device, planner).await
 }
 
-/// An app on the given device and planner, with an in-memory database.
+/// An app on the given device and planner, with an in-memory database
+/// (none with `--no-database`: uploads then live in the cache only).
 pub async fn app_with_planner(
     cfg: Config,
     device: DeviceState,
     planner: Planner,
 ) -> (Router, AppState) {
-    let store = store::Store::open_in_memory()
-        .await
-        .expect("in-memory database");
-    let state = AppState::new(cfg, device, planner, Some(store));
+    let store = if cfg.no_database {
+        None
+    } else {
+        Some(
+            store::Store::open_in_memory()
+                .await
+                .expect("in-memory database"),
+        )
+    };
+    let state = AppState::new(cfg, device, planner, store);
     (app(state.clone()), state)
 }
 

@@ -59,10 +59,18 @@ pub async fn keys(url: &str) -> BTreeSet<Key> {
     out
 }
 
-/// Whether an OpenCL device is there; panics under CI when it is not.
+/// Whether an OpenCL device is there; panics under CI when it is not. The
+/// device is probed once per test binary: two test threads opening PoCL at the
+/// same moment were seen to find no platform (and to crash), so they share one probe.
 pub fn device_or_skip() -> bool {
-    match engine::Engine::new(None) {
-        Ok(_) => true,
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let probe = PROBE.get_or_init(|| {
+        engine::Engine::new(None)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    match probe {
+        Ok(()) => true,
         Err(e) => {
             assert!(
                 !store::testing::required(),

@@ -811,7 +811,7 @@ fn check_le_path<T: DeviceScalar>(
     // Twice: the second call finds y's device buffer holding the first answer.
     for call in 0..2 {
         let (y, t) = e
-            .execute_le(m, pp, &le_bytes(&x))
+            .execute_le(m, pp, &le_bytes(&x), || Ok::<(), EngineError>(()))
             .unwrap()
             .expect("CPU and GPU devices are little-endian");
         assert_eq!(y, le_bytes(&want), "{name} {} call {call}", T::NAME);
@@ -823,10 +823,18 @@ fn check_le_path<T: DeviceScalar>(
     let short = le_bytes(&x[..m.ncols().saturating_sub(1)]);
     if m.ncols() > 0 {
         assert!(matches!(
-            e.execute_le(m, pp, &short),
+            e.execute_le(m, pp, &short, || Ok::<(), EngineError>(())),
             Err(EngineError::XLength { .. })
         ));
     }
+    // The caller's check of x runs while the device works; its error wins.
+    let refused = e.execute_le(m, pp, &le_bytes(&x), || {
+        Err(EngineError::InvalidPlan("x refused".into()))
+    });
+    assert!(
+        matches!(refused, Err(EngineError::InvalidPlan(_))),
+        "{name}"
+    );
 }
 
 #[test]

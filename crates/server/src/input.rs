@@ -497,25 +497,31 @@ impl XIn {
         }
     }
 
-    /// The bytes of a binary x of `T`'s width as they came, once every value
-    /// is checked finite (one pass, no copy): a little-endian device takes
-    /// them as they are ([`engine::Engine::execute_le`]). `None` for x given
-    /// as values or in another width.
-    pub fn le_bytes<T: Scalar>(&self) -> Result<Option<&[u8]>, ApiError> {
-        let XIn::Binary { bytes, precision } = self else {
-            return Ok(None);
-        };
-        if precision.bytes() != T::BYTES {
-            return Ok(None);
+    /// The bytes of a binary x of `T`'s width as they came, unchecked: a
+    /// little-endian device takes them as they are
+    /// ([`engine::Engine::execute_le`]) while [`XIn::check_finite`] runs.
+    /// `None` for x given as values or in another width.
+    pub fn le_bytes<T: Scalar>(&self) -> Option<&[u8]> {
+        match self {
+            XIn::Binary { bytes, precision } if precision.bytes() == T::BYTES => Some(bytes),
+            _ => None,
         }
+    }
+
+    /// Checks that every value of a binary x is finite, in one pass over the
+    /// body's bytes with no copy (x given as values is checked as it is
+    /// converted, by [`XIn::fill`]).
+    pub fn check_finite(&self) -> Result<(), ApiError> {
+        let XIn::Binary { bytes, precision } = self else {
+            return Ok(());
+        };
         match precision {
             Precision::F32 => check_le(bytes.as_chunks::<4>().0, |c| f32::from_le_bytes(c) as f64),
             Precision::F64 => check_le(bytes.as_chunks::<8>().0, f64::from_le_bytes),
         }
         .map_err(|(i, v)| {
             ApiError::NonFinite(format!("x[{i}] = {v:?} is not finite in {precision}"))
-        })?;
-        Ok(Some(bytes))
+        })
     }
 
     /// Converts x into `out` (`out.len()` values), checking the length and that

@@ -337,8 +337,8 @@ pub fn execute_blocking(
         values: fn(Vec<T>) -> YVec,
     ) -> Result<Executed, ApiError> {
         if bytes_y {
-            if let Some(x_le) = x.le_bytes::<T>()? {
-                if let Some((y, timings)) = engine.execute_le(m, pp, x_le)? {
+            if let Some(x_le) = x.le_bytes::<T>() {
+                if let Some((y, timings)) = engine.execute_le(m, pp, x_le, || x.check_finite())? {
                     return Ok(Executed {
                         y: YVec::Bytes(y),
                         timings,

@@ -555,42 +555,145 @@ impl Engine {
         }
         let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
         fill_x(&mut st.x[..m.ncols])?;
-        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
         let t0 = Instant::now();
         let up = self.upload_staged_x(m, &st)?;
-        if !pp.complete && m.nrows > 0 {
-            m.y.cmd()
+        let read = |ev: &mut Event| -> Result<()> {
+            m.y.read(&mut st.y[..m.nrows])
                 .queue(&self.queue)
-                .fill(T::zero(), None)
-                .enq()
+                .enew(ev)
+                .enq()?;
+            Ok(())
+        };
+        let timings = self.run_and_read(m, pp, t0, up, read, || {})?;
+        Ok((read_y(&st.y[..m.nrows]), timings))
+    }
+
+    /// y = A x with x and y as the little-endian bytes of `T` (the service's
+    /// binary wire format), each moved by the device's own copy: x written
+    /// from `x_le`, y read into the returned buffer, with no host copy or
+    /// conversion of either. `check_x` (the caller's check of x's values)
+    /// runs on this thread while the device works; its error is returned
+    /// once the device is done, and y discarded. `None` when the host or the
+    /// device is big-endian, whose bytes differ from the wire's: then
+    /// [`Engine::execute_with`] converts. Calls on one matrix are serialised
+    /// by the same lock as the staged path.
+    pub fn execute_le<T, E>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x_le: &[u8],
+        check_x: impl FnOnce() -> std::result::Result<(), E>,
+    ) -> std::result::Result<Option<(Vec<u8>, Timings)>, E>
+    where
+        T: DeviceScalar,
+        E: From<EngineError>,
+    {
+        if cfg!(target_endian = "big") || !self.device_little_endian() {
+            return Ok(None);
+        }
+        if pp.matrix_id != m.id {
+            return Err(EngineError::WrongMatrix.into());
+        }
+        if x_le.len() != m.ncols * T::BYTES {
+            return Err(EngineError::XLength {
+                expected: m.ncols,
+                got: x_le.len() / T::BYTES,
+            }
+            .into());
+        }
+        let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());
+        let mut y = vec![0u8; m.nrows * T::BYTES];
+        let t0 = Instant::now();
+        let mut up = None;
+        if m.ncols > 0 {
+            let mut ev = Event::empty();
+            // SAFETY: `x_le` holds exactly the buffer's `ncols * T::BYTES`
+            // bytes and outlives the call, which waits for the queue to finish.
+            unsafe {
+                ocl::core::enqueue_write_buffer(
+                    self.queue.as_core(),
+                    m.x.as_core(),
+                    false,
+                    0,
+                    x_le,
+                    None::<ocl::core::Event>,
+                    Some(&mut ev),
+                )
                 .map_err(EngineError::from)?;
+            }
+            up = Some(ev);
+        }
+        let mut checked = Ok(());
+        let read = |ev: &mut Event| -> Result<()> {
+            // SAFETY: `y` holds exactly the buffer's `nrows * T::BYTES` bytes
+            // and is not touched until the queue has finished.
+            unsafe {
+                ocl::core::enqueue_read_buffer(
+                    self.queue.as_core(),
+                    m.y.as_core(),
+                    false,
+                    0,
+                    &mut y,
+                    None::<ocl::core::Event>,
+                    Some(ev),
+                )?;
+            }
+            Ok(())
+        };
+        let timings = self.run_and_read(m, pp, t0, up, read, || checked = check_x())?;
+        checked?;
+        Ok(Some((y, timings)))
+    }
+
+    /// Whether the device stores values little-endian (every GPU and CPU
+    /// device known; OpenCL lets a device say otherwise).
+    fn device_little_endian(&self) -> bool {
+        matches!(
+            self.device.info(ocl::enums::DeviceInfo::EndianLittle),
+            Ok(ocl::enums::DeviceInfoResult::EndianLittle(true))
+        )
+    }
+
+    /// The rest of one call once x's upload (`up`) is enqueued: zeroes y when
+    /// the plan does not write every row, enqueues the launches, enqueues y's
+    /// download with `read_y` (given the event to fill; not called for an
+    /// empty y), runs `meanwhile` on this thread while the device works,
+    /// waits for the queue and returns the timings, wall time from `t0`.
+    fn run_and_read<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        t0: Instant,
+        up: Option<Event>,
+        read_y: impl FnOnce(&mut Event) -> Result<()>,
+        meanwhile: impl FnOnce(),
+    ) -> Result<Timings> {
+        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
+        if !pp.complete && m.nrows > 0 {
+            m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
         }
         let events = self.enqueue_all(&steps)?;
         let mut down = None;
         if m.nrows > 0 {
             let mut ev = Event::empty();
-            m.y.read(&mut st.y[..m.nrows])
-                .queue(&self.queue)
-                .enew(&mut ev)
-                .enq()
-                .map_err(EngineError::from)?;
+            read_y(&mut ev)?;
             down = Some(ev);
         }
-        self.queue.finish().map_err(EngineError::from)?;
+        meanwhile();
+        self.queue.finish()?;
         let wall_ns = t0.elapsed().as_nanos() as u64;
         let mut kernel_ns = 0;
         for ev in &events {
             kernel_ns += event_ns(ev)?;
         }
         let opt_ns = |e: &Option<Event>| e.as_ref().map_or(Ok(0), event_ns);
-        let timings = Timings {
+        Ok(Timings {
             kernel_ns,
             upload_x_ns: opt_ns(&up)?,
             download_y_ns: opt_ns(&down)?,
             wall_ns,
             enqueues: events.len(),
-        };
-        Ok((read_y(&st.y[..m.nrows]), timings))
+        })
     }
 
     /// Times a prepared plan: uploads x once, runs `warmup` untimed calls, then

@@ -788,6 +788,81 @@ fn execute_reports_kernel_and_transfer_times_apart() {
     assert_eq!(t.enqueues, 1);
 }
 
+/// Little-endian bytes of values of `T`'s width (the service's wire format).
+fn le_bytes<T: DeviceScalar>(v: &[T]) -> Vec<u8> {
+    v.iter()
+        .flat_map(|v| match T::BYTES {
+            4 => (v.to_f64() as f32).to_le_bytes().to_vec(),
+            _ => v.to_f64().to_le_bytes().to_vec(),
+        })
+        .collect()
+}
+
+/// `execute_le` against `execute` on one matrix and prepared plan: the same
+/// bits of y, and a wrong x length refused.
+fn check_le_path<T: DeviceScalar>(
+    e: &Engine,
+    name: &str,
+    m: &engine::DeviceMatrix<T>,
+    pp: &engine::PreparedPlan<T>,
+) {
+    let x: Vec<T> = x_for(m.ncols(), 91).into_iter().map(T::from_f64).collect();
+    let (want, _) = e.execute(m, pp, &x).unwrap();
+    // Twice: the second call finds y's device buffer holding the first answer.
+    for call in 0..2 {
+        let (y, t) = e
+            .execute_le(m, pp, &le_bytes(&x), || Ok::<(), EngineError>(()))
+            .unwrap()
+            .expect("CPU and GPU devices are little-endian");
+        assert_eq!(y, le_bytes(&want), "{name} {} call {call}", T::NAME);
+        assert!(
+            t.kernel_ns + t.upload_x_ns + t.download_y_ns <= t.wall_ns,
+            "{t:?}"
+        );
+    }
+    let short = le_bytes(&x[..m.ncols().saturating_sub(1)]);
+    if m.ncols() > 0 {
+        assert!(matches!(
+            e.execute_le(m, pp, &short, || Ok::<(), EngineError>(())),
+            Err(EngineError::XLength { .. })
+        ));
+    }
+    // The caller's check of x runs while the device works; its error wins.
+    let refused = e.execute_le(m, pp, &le_bytes(&x), || {
+        Err(EngineError::InvalidPlan("x refused".into()))
+    });
+    assert!(
+        matches!(refused, Err(EngineError::InvalidPlan(_))),
+        "{name}"
+    );
+}
+
+#[test]
+fn the_wire_path_gives_the_bits_of_the_staged_path() {
+    let Some(e) = engine() else { return };
+    fn both<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<f64>) {
+        let a = a.cast::<T>();
+        let m = e.upload(&a).unwrap();
+        let pp = e.prepare_kernel(&m, KernelId::CsrAdaptive).unwrap();
+        check_le_path(e, name, &m, &pp);
+        // One bin only: the rows outside it come from the zero fill.
+        let binning = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+        let first = binning.nonempty_bins().next();
+        if let Some(b) = first {
+            let pp = e
+                .prepare_bins(&m, &binning, &[(b, KernelId::Serial)], LaunchMode::Grouped)
+                .unwrap();
+            check_le_path(e, &format!("{name}, bin {b} alone"), &m, &pp);
+        }
+    }
+    let mut cases = awkward_cases();
+    cases.push(("mixed".into(), gen::mixed_lengths(1500, 33).unwrap()));
+    for (name, a) in &cases {
+        both::<f32>(e, name, a);
+        both::<f64>(e, name, a);
+    }
+}
+
 /// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
 /// data folder fails the test instead of skipping it.
 fn must_not_skip(what: &str) {

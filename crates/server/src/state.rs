@@ -316,10 +316,12 @@ pub fn upload_blocking(
     })
 }
 
-/// y = A x on the device (blocking; run on the device worker). x is converted
-/// straight into the pinned staging buffer and y read straight out of it: as
-/// little-endian bytes when `bytes_y` (a binary answer with nothing to verify),
-/// else as values.
+/// y = A x on the device (blocking; run on the device worker). Binary x with a
+/// binary answer (`bytes_y`, nothing to verify) on a little-endian device goes
+/// from the body to the device and from the device into the answer's bytes
+/// with no host copy ([`Engine::execute_le`]); otherwise x is converted
+/// straight into the pinned staging buffer and y read straight out of it (as
+/// little-endian bytes when `bytes_y`, else as values).
 pub fn execute_blocking(
     engine: &Engine,
     b: &DeviceBuffers,
@@ -334,6 +336,17 @@ pub fn execute_blocking(
         bytes_y: bool,
         values: fn(Vec<T>) -> YVec,
     ) -> Result<Executed, ApiError> {
+        if bytes_y {
+            if let Some(x_le) = x.le_bytes::<T>() {
+                if let Some((y, timings)) = engine.execute_le(m, pp, x_le, || x.check_finite())? {
+                    return Ok(Executed {
+                        y: YVec::Bytes(y),
+                        timings,
+                        launches: pp.launches().len(),
+                    });
+                }
+            }
+        }
         let (y, timings) = engine.execute_with(
             m,
             pp,

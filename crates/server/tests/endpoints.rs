@@ -179,6 +179,58 @@ async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
     assert_eq!(v["matrix"]["nnz"], a.nnz());
 }
 
+/// Binary x on the device: a value that is not finite past the first block of
+/// the check is refused with its index, whether y is asked for as bytes (x
+/// goes to the device as it came) or as JSON (x converted on the way); and a
+/// finite x repeated gives the same bytes of y each time.
+#[tokio::test]
+async fn binary_x_on_the_device_is_checked_and_y_is_stable() {
+    if !have_device("binary_x_on_the_device") {
+        return;
+    }
+    let (app, _) = test_app(&[]).await;
+    let a = random_matrix(40, 5000, 12);
+    let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let x = random_x(5000, 12);
+    for p in PRECISIONS {
+        let encode = |x: &[f64]| -> Vec<u8> {
+            match p {
+                "f32" => x.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+                _ => x.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+            }
+        };
+        let call = |xb: Vec<u8>, accept: &'static str| {
+            Request::post(format!("/spmv?matrix_id={id}&precision={p}"))
+                .header("content-type", "application/octet-stream")
+                .header("accept", accept)
+                .body(Body::from(xb))
+                .unwrap()
+        };
+        let mut bad = x.clone();
+        bad[4100] = f64::INFINITY;
+        for accept in ["application/octet-stream", "application/json"] {
+            let r = send(&app, call(encode(&bad), accept)).await;
+            assert_eq!(r.status, 422, "{p} {accept}");
+            let (code, msg) = r.error();
+            assert_eq!(code, "non_finite");
+            assert!(msg.contains("x[4100] = inf"), "{p} {accept}: {msg}");
+        }
+        let first = send(&app, call(encode(&x), "application/octet-stream")).await;
+        assert_eq!(
+            first.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&first.body)
+        );
+        let y = server::input::parse_x_binary(&first.body, p.parse().unwrap()).unwrap();
+        check_by_precision(p, &a, &x, &y);
+        let again = send(&app, call(encode(&x), "application/octet-stream")).await;
+        assert_eq!(again.body, first.body, "{p}: the same x gives the same y");
+    }
+}
+
 #[tokio::test]
 async fn spmv_inline_json_text_json_csr_and_multipart() {
     if !have_device("spmv_inline") {

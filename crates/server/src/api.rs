@@ -379,7 +379,7 @@ pub struct DeviceDown {
 #[serde(untagged)]
 pub enum DeviceReport {
     /// A device is open.
-    Up(DeviceUp),
+    Up(Box<DeviceUp>),
     /// None is.
     Down(DeviceDown),
 }

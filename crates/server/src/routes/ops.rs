@@ -74,7 +74,7 @@ pub async fn device(State(s): State<AppState>) -> Json<api::DeviceReport> {
     let d = s.device();
     let (state, reason) = s.device_slot().state();
     Json(match d.info() {
-        Some(i) => api::DeviceReport::Up(api::DeviceUp {
+        Some(i) => api::DeviceReport::Up(Box::new(api::DeviceUp {
             available: true,
             name: i.name.clone(),
             vendor: i.vendor.clone(),
@@ -96,7 +96,7 @@ pub async fn device(State(s): State<AppState>) -> Json<api::DeviceReport> {
                 bytes: c.bytes,
                 median_ms: c.median_ms,
             }),
-        }),
+        })),
         None => api::DeviceReport::Down(api::DeviceDown {
             available: false,
             reason: d.unavailable.clone(),

@@ -11,7 +11,7 @@
 # Usage:
 #   scripts/check-deploy.sh              check this checkout
 #   scripts/check-deploy.sh ROOT         check another tree (docker-compose.yml,
-#                                        deploy/, crates/server/src/lib.rs)
+#                                        deploy/, crates/server/src/)
 #   scripts/check-deploy.sh --self-test  check this checkout, then broken copies of
 #                                        it in a temporary folder: each must fail
 #
@@ -97,7 +97,7 @@ copy_tree() {
   local dest=$1
   mkdir -p "$dest/crates/server/src"
   cp -r "$repo/deploy" "$repo/docker-compose.yml" "$dest/"
-  cp "$repo/crates/server/src/lib.rs" "$dest/crates/server/src/"
+  cp -r "$repo/crates/server/src/." "$dest/crates/server/src/"
 }
 
 # One broken copy: FILE in the copy, a sed expression that must change it, and

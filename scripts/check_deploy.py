@@ -7,8 +7,9 @@ file has passed the compose specification's schema:
 
   check_deploy.py ROOT
 
-ROOT holds docker-compose.yml, deploy/ and crates/server/src/lib.rs (the routes
-the probes must name). Every Kubernetes manifest under deploy/kubernetes/ is
+ROOT holds docker-compose.yml, deploy/ and crates/server/src/ (the routes the
+probes must name: the `path = "..."` of each handler's `#[utoipa::path]`, the
+one source of both the router and the OpenAPI document). Every Kubernetes manifest under deploy/kubernetes/ is
 validated strictly (unknown fields are errors) against the schemas of each
 version in CHECK_K8S_VERSIONS (default "1.31 1.37"); a kind without a schema is
 an error, not a warning. Then the references between files are followed:
@@ -51,16 +52,20 @@ def load_yaml_docs(path, problems):
 
 
 def server_routes(root, problems):
-    """The paths the server routes, read from its router in crates/server/src/lib.rs."""
-    lib = root / "crates/server/src/lib.rs"
+    """The paths the server routes: the `path = "..."` of every
+    `#[utoipa::path(...)]` under crates/server/src (lib.rs routes those handlers)."""
+    src = root / "crates/server/src"
+    routes = set()
     try:
-        text = lib.read_text(encoding="utf-8")
+        for f in sorted(src.rglob("*.rs")):
+            text = f.read_text(encoding="utf-8")
+            for block in re.findall(r"#\[utoipa::path\((.*?)\)\]\s*pub async fn", text, re.S):
+                routes.update(re.findall(r'^\s*path\s*=\s*"([^"]+)"', block, re.M))
     except OSError as e:
-        problems.add(lib, f"cannot be read: {e}")
+        problems.add(src, f"cannot be read: {e}")
         return set()
-    routes = set(re.findall(r'\.route\(\s*"([^"]+)"', text))
     if not routes:
-        problems.add(lib, "no .route(\"...\") found: the probe paths cannot be checked")
+        problems.add(src, "no #[utoipa::path(path = \"...\")] found: the probe paths cannot be checked")
     return routes
 
 

@@ -163,8 +163,10 @@ pub fn keys_for(config: &crate::Config) -> Result<Keys, KeysError> {
 }
 
 /// Routes open to anyone: liveness, readiness and the API description.
+pub const OPEN_ROUTES: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
+
 fn is_open(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz" | "/openapi.json")
+    OPEN_ROUTES.contains(&path)
 }
 
 /// The key a request carries, from `Authorization: Bearer` or `X-API-Key`.

@@ -42,6 +42,11 @@ pub struct Config {
     #[arg(long, env = "SPMV_DEVICE")]
     pub device: Option<String>,
 
+    /// Print the OpenAPI document (what GET /openapi.json serves) and exit,
+    /// touching neither OpenCL nor a database. An action, so no variable.
+    #[arg(long, default_value_t = false)]
+    pub print_openapi: bool,
+
     /// Start without touching OpenCL at all (/spmv then answers 503).
     #[arg(long, env = "SPMV_NO_DEVICE", default_value_t = false)]
     pub no_device: bool,

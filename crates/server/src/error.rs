@@ -260,6 +260,40 @@ impl ApiError {
         }
     }
 
+    /// Every code [`ApiError::code`] sends (the error schema of `/openapi.json`).
+    pub const CODES: &'static [&'static str] = &[
+        "bad_request",
+        "invalid_matrix_market",
+        "invalid_json",
+        "invalid_binary_csr",
+        "invalid_matrix",
+        "non_finite",
+        "x_length",
+        "unprocessable",
+        "unsupported_precision",
+        "too_large",
+        "nested_gzip",
+        "non_finite_result",
+        "busy",
+        "overloaded",
+        "unsupported_media_type",
+        "matrix_not_found",
+        "no_route",
+        "method_not_allowed",
+        "insufficient_device_memory",
+        "queue_full",
+        "no_device",
+        "body_timeout",
+        "unauthorized",
+        "device_error",
+        "device_recovering",
+        "device_deadline",
+        "not_ready",
+        "database_unavailable",
+        "deadline",
+        "internal",
+    ];
+
     /// A size limit error.
     pub fn too_large(
         what: impl Into<String>,
@@ -361,7 +395,12 @@ impl IntoResponse for ApiError {
         if status.is_client_error() {
             tracing::debug!(status = status.as_u16(), code = self.code(), %message, "request rejected");
         }
-        let body = serde_json::json!({ "error": { "code": self.code(), "message": message } });
+        let body = crate::api::ErrorBody {
+            error: crate::api::ErrorDetail {
+                code: self.code(),
+                message,
+            },
+        };
         let mut resp = (status, axum::Json(body)).into_response();
         let retry_after = match self {
             ApiError::QueueFull { retry_after_s, .. }
@@ -378,5 +417,132 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of each variant; the match below has no wildcard, so a new
+    /// variant does not compile until it is added here (and its code to `CODES`).
+    fn one_of_each() -> Vec<ApiError> {
+        let s = || String::from("x");
+        let parse = || SparseError::TooLarge {
+            what: "rows",
+            value: 2,
+            max: 1,
+        };
+        let all = vec![
+            ApiError::BadRequest(s()),
+            ApiError::MatrixMarket(parse()),
+            ApiError::BinaryCsr(s()),
+            ApiError::Json(s()),
+            ApiError::InvalidMatrix(parse()),
+            ApiError::NonFinite(s()),
+            ApiError::XLength {
+                expected: 1,
+                found: 2,
+            },
+            ApiError::Unprocessable(s()),
+            ApiError::Precision(s()),
+            ApiError::too_large("rows", 2u64, 1u64),
+            ApiError::Declared(parse()),
+            ApiError::NestedGzip,
+            ApiError::NonFiniteResult { row: 0, value: s() },
+            ApiError::Busy {
+                needed: 1,
+                in_use: 1,
+                budget: 1,
+                retry_after_s: 1,
+            },
+            ApiError::MediaType {
+                found: s(),
+                expected: s(),
+            },
+            ApiError::NotFound(s()),
+            ApiError::NoRoute(s()),
+            ApiError::MethodNotAllowed(s()),
+            ApiError::DeviceMemory {
+                what: s(),
+                needed: 1,
+                available: 0,
+                device: s(),
+            },
+            ApiError::QueueFull {
+                depth: 1,
+                retry_after_s: 1,
+            },
+            ApiError::NoDevice(s()),
+            ApiError::DeviceFault(s()),
+            ApiError::Recovering {
+                reason: s(),
+                retry_after_s: 1,
+            },
+            ApiError::DeviceDeadline {
+                waited_ms: 1,
+                started: false,
+                retry_after_s: 1,
+            },
+            ApiError::Overloaded {
+                in_flight: 1,
+                retry_after_s: 1,
+            },
+            ApiError::Database(s()),
+            ApiError::NotReady(s()),
+            ApiError::Unauthorized(s()),
+            ApiError::BodyTimeout(1),
+            ApiError::Deadline {
+                seconds: 1,
+                retry_after_s: 1,
+            },
+            ApiError::internal("x"),
+        ];
+        for e in &all {
+            use ApiError::*;
+            match e {
+                BadRequest(_)
+                | MatrixMarket(_)
+                | BinaryCsr(_)
+                | Json(_)
+                | InvalidMatrix(_)
+                | NonFinite(_)
+                | XLength { .. }
+                | Unprocessable(_)
+                | Precision(_)
+                | TooLarge { .. }
+                | Declared(_)
+                | NestedGzip
+                | NonFiniteResult { .. }
+                | Busy { .. }
+                | MediaType { .. }
+                | NotFound(_)
+                | NoRoute(_)
+                | MethodNotAllowed(_)
+                | DeviceMemory { .. }
+                | QueueFull { .. }
+                | NoDevice(_)
+                | DeviceFault(_)
+                | Recovering { .. }
+                | DeviceDeadline { .. }
+                | Overloaded { .. }
+                | Database(_)
+                | NotReady(_)
+                | Unauthorized(_)
+                | BodyTimeout(_)
+                | Deadline { .. }
+                | Internal(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_code_sent_is_listed_and_every_listed_code_is_sent() {
+        let sent: std::collections::BTreeSet<&str> =
+            one_of_each().iter().map(ApiError::code).collect();
+        let listed: std::collections::BTreeSet<&str> = ApiError::CODES.iter().copied().collect();
+        assert_eq!(sent, listed);
+        assert_eq!(listed.len(), ApiError::CODES.len(), "a code listed twice");
     }
 }

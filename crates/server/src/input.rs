@@ -295,16 +295,17 @@ fn finish(a: Csr<f64>, limits: &Limits) -> Result<Csr<f64>, ApiError> {
 }
 
 /// A matrix in CSR form as JSON.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = Csr)]
 #[serde(deny_unknown_fields)]
 pub struct CsrJson {
     /// Number of rows.
     pub nrows: u64,
     /// Number of columns.
     pub ncols: u64,
-    /// `nrows + 1` offsets into `col_idx`/`values`.
+    /// `nrows + 1` offsets into `col_idx`/`values`: starting at 0, non-decreasing, ending at nnz.
     pub row_ptr: Vec<u64>,
-    /// Column index (0-based) of each entry.
+    /// Column index (0-based) of each entry; unsorted rows are sorted and duplicates summed.
     pub col_idx: Vec<u64>,
     /// Value of each entry.
     pub values: Vec<f64>,

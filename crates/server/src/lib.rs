@@ -10,6 +10,7 @@
 //! device work goes through the bounded [`queue`] to one worker thread and never
 //! runs on the async runtime; every error is an [`error::ApiError`].
 
+pub mod api;
 pub mod auth;
 pub mod budget;
 pub mod cache;
@@ -38,28 +39,35 @@ pub use error::ApiError;
 pub use planner::Planner;
 pub use state::{AppState, DeviceState};
 
-use axum::routing::{get, post};
 use axum::Router;
 use std::time::Duration;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Every route with its OpenAPI operation (from each handler's
+/// `#[utoipa::path]`): the one list both [`app`] and [`openapi::document`] use.
+pub fn routes_documented() -> OpenApiRouter<AppState> {
+    use routes::{matrices, ops, predict, spmv};
+    OpenApiRouter::with_openapi(openapi::Frame::openapi())
+        .routes(routes!(predict::predict))
+        .routes(routes!(matrices::upload))
+        .routes(routes!(matrices::get_matrix, matrices::delete_matrix))
+        .routes(routes!(spmv::spmv))
+        .routes(routes!(ops::healthz))
+        .routes(routes!(ready::readyz))
+        .routes(routes!(ops::device))
+        .routes(routes!(ops::models))
+        .routes(routes!(ops::metrics))
+        .routes(routes!(ops::openapi))
+}
 
 /// The service: every route, the metrics middleware, JSON 404/405 answers.
 pub fn app(state: AppState) -> Router {
-    Router::new()
-        .route("/predict", post(routes::predict))
-        .route("/matrices", post(routes::upload))
-        .route(
-            "/matrices/{id}",
-            get(routes::get_matrix).delete(routes::delete_matrix),
-        )
-        .route("/spmv", post(routes::spmv))
-        .route("/healthz", get(routes::healthz))
-        .route("/readyz", get(ready::readyz))
-        .route("/device", get(routes::device))
-        .route("/models", get(routes::models))
-        .route("/metrics", get(routes::metrics))
-        .route("/openapi.json", get(routes::openapi))
+    let (router, _) = routes_documented().split_for_parts();
+    router
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,

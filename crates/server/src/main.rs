@@ -27,6 +27,10 @@ async fn run(shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<
         )
         .init();
     let config = Config::parse();
+    if config.print_openapi {
+        println!("{}", server::openapi::document());
+        return Ok(());
+    }
     let bind = config.bind;
     let opts = ServeOptions::from(&config);
     let state = AppState::from_config(config).await?;

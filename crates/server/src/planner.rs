@@ -18,7 +18,7 @@ use sparse::{Binning, Features, Plan, Scheme};
 use std::path::Path;
 
 /// A model file found in the models folder.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ModelFile {
     /// The file's name (no folder).
     pub file: String,
@@ -34,6 +34,7 @@ pub struct ModelFile {
     pub corpus: Option<String>,
     /// How close its device is to this service's (`none` when unusable here).
     #[serde(rename = "match")]
+    #[schema(value_type = Option<crate::openapi::MatchLevelDoc>)]
     pub match_level: Option<MatchLevel>,
     /// Why it is usable or not here (a refusal names the differing kernel files).
     pub match_reason: Option<String>,
@@ -46,9 +47,11 @@ pub struct ModelFile {
 }
 
 /// Which selector planned a request, as sent in responses.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = Model)]
 pub struct ModelUsed {
     /// `model` or `rule`.
+    #[schema(example = "model")]
     pub kind: String,
     /// The model's content id (`rule` for the baseline).
     pub id: String,
@@ -63,6 +66,7 @@ pub struct ModelUsed {
     /// How close the model's device is to this one: `exact`, `same_class`,
     /// `same_type`, or `none` for the rule.
     #[serde(rename = "match")]
+    #[schema(value_type = crate::openapi::MatchLevelDoc)]
     pub match_level: MatchLevel,
     /// Why this model (or the rule) plans, in a sentence.
     pub match_reason: String,
@@ -379,7 +383,8 @@ impl Planner {
 }
 
 /// One non-empty bin of a plan.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = Bin)]
 pub struct BinView {
     /// Bin id.
     pub bin: usize,
@@ -391,8 +396,9 @@ pub struct BinView {
     pub kernel: String,
 }
 
-/// A plan as sent in responses.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// A plan as sent in responses: the binning scheme and one kernel per non-empty bin.
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = Plan)]
 pub struct PlanView {
     /// `single` or the granularity U.
     pub scheme: String,

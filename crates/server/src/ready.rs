@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 const KEEP: Duration = Duration::from_secs(3);
 
 /// The body of a ready answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = Readiness)]
 pub struct Ready {
     /// Always "ready".
     pub status: &'static str,
@@ -68,8 +69,20 @@ pub(crate) fn probe(engine: &Engine) -> Result<f64, ApiError> {
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }
 
-/// `GET /readyz`: 200 when the device answers a tiny SpMV correctly, else 503
+/// Readiness: 200 when the device answers a tiny SpMV correctly, else 503
 /// with the reason.
+///
+/// The probe runs through the same queue as real work; its outcome answers
+/// further probes for a few seconds.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        (status = 503, description = "not_ready: no device, the device is rebuilding or down, the probe failed or gave a wrong answer, or the queue is full", body = crate::api::ErrorBody),
+    ),
+)]
 pub async fn readyz(State(s): State<AppState>) -> Response {
     if let (state @ ("rebuilding" | "down"), Some(why)) = s.device_slot().state() {
         return ApiError::NotReady(format!("device {state}: {why}")).into_response();

@@ -35,7 +35,8 @@ pub struct TuneConfig {
 }
 
 /// One timed candidate.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = TuningCandidate)]
 pub struct Candidate {
     /// `model` for the model's plan, else the single kernel's name.
     pub plan: String,
@@ -43,8 +44,12 @@ pub struct Candidate {
     pub kernel_ms: Option<f64>,
 }
 
-/// What a race found, as sent in responses (`tuning`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// What a race found, as sent in responses (`tuning`): the race run on the
+/// device at an uploaded matrix's first use in a precision, the model's plan
+/// and every single-kernel plan timed (median of a few calls after a warm-up,
+/// OpenCL kernel time), the fastest kept (a rival must beat the model's plan
+/// by 3%).
+#[derive(Debug, Clone, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Tuning {
     /// The candidate kept: `model`, or a kernel's name.
     pub chosen: String,

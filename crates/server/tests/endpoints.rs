@@ -433,56 +433,461 @@ async fn info_routes() {
     assert!(t.contains("spmv_cache_bytes "), "{t}");
 }
 
+/// The served OpenAPI document, and checks of real exchanges against it.
+struct Spec {
+    doc: Value,
+}
+
+/// Every object schema with properties and no word on others gets
+/// `additionalProperties: false`: an answer carrying a field the document
+/// does not describe fails (the document itself stays open to additions).
+fn strict(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if m.contains_key("properties") && !m.contains_key("additionalProperties") {
+                m.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            m.values_mut().for_each(strict);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strict),
+        _ => {}
+    }
+}
+
+impl Spec {
+    async fn fetch(app: &axum::Router) -> Spec {
+        let r = send(app, get("/openapi.json")).await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.headers["content-type"], "application/json");
+        let doc = r.json();
+        assert_eq!(
+            doc["openapi"], "3.1.0",
+            "OpenAPI 3.1: schemas are JSON Schema 2020-12"
+        );
+        Spec { doc }
+    }
+
+    fn op(&self, method: &str, path: &str) -> &Value {
+        let op = &self.doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} is not in the document");
+        op
+    }
+
+    /// A validator for `schema`, with the document's components as `$defs`
+    /// (no resolver reaches outside the document).
+    fn validator(&self, schema: &Value) -> jsonschema::Validator {
+        let mut root = schema.clone();
+        let mut defs = self.doc["components"]["schemas"].clone();
+        strict(&mut root);
+        strict(&mut defs);
+        root["$defs"] = defs;
+        let text = root
+            .to_string()
+            .replace("#/components/schemas/", "#/$defs/");
+        let root: Value = serde_json::from_str(&text).unwrap();
+        jsonschema::draft202012::new(&root)
+            .unwrap_or_else(|e| panic!("schema does not compile ({e}): {root}"))
+    }
+
+    fn validate(&self, what: &str, schema: &Value, body: &Value) {
+        let v = self.validator(schema);
+        let errors: Vec<String> = v
+            .iter_errors(body)
+            .map(|e| {
+                let text = e.to_string();
+                let cut: String = text.chars().rev().take(300).collect();
+                format!(
+                    "...{} at {}",
+                    cut.chars().rev().collect::<String>(),
+                    e.instance_path()
+                )
+            })
+            .collect();
+        let shown: String = body.to_string().chars().take(1500).collect();
+        assert!(
+            errors.is_empty(),
+            "{what} does not match its schema: {errors:#?}\n{shown}"
+        );
+    }
+
+    /// Checks a JSON request body against the operation's request schema.
+    fn request(&self, method: &str, path: &str, body: &Value) {
+        let schema = &self.op(method, path)["requestBody"]["content"]["application/json"]["schema"];
+        assert!(
+            schema.is_object(),
+            "{method} {path} documents no JSON request body"
+        );
+        self.validate(&format!("the request to {method} {path}"), schema, body);
+    }
+
+    /// Checks an answer: its status is documented for the route, its content
+    /// type is one the document gives for that status, a JSON body matches the
+    /// schema, and every `x-*`, Location and Retry-After header it sends is
+    /// documented. Returns the status, for the caller's own assertions.
+    fn check(&self, method: &str, path: &str, r: &Resp) -> u16 {
+        let status = r.status.as_u16();
+        let resp = &self.op(method, path)["responses"][status.to_string()];
+        assert!(
+            resp.is_object(),
+            "{method} {path} answered {status}, which its document does not list: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        self.check_headers(method, path, status, resp, r);
+        let content = resp["content"].as_object();
+        let Some(content) = content.filter(|c| !c.is_empty()) else {
+            assert!(
+                r.body.is_empty(),
+                "{method} {path} {status}: a body the document does not describe"
+            );
+            return status;
+        };
+        let ct = r.headers["content-type"].to_str().unwrap();
+        let essence = ct.split(';').next().unwrap().trim();
+        let media = content
+            .get(ct)
+            .or_else(|| content.get(essence))
+            .unwrap_or_else(|| {
+                panic!("{method} {path} {status}: content type {ct} is not documented")
+            });
+        if essence == "application/json" {
+            let what = format!("the answer {status} of {method} {path}");
+            self.validate(&what, &media["schema"], &r.json());
+        }
+        status
+    }
+
+    fn check_headers(&self, method: &str, path: &str, status: u16, resp: &Value, r: &Resp) {
+        let documented = resp["headers"].as_object().cloned().unwrap_or_default();
+        for name in r.headers.keys().map(|h| h.as_str()) {
+            if name.starts_with("x-") || name == "location" || name == "retry-after" {
+                assert!(
+                    documented.keys().any(|k| k.eq_ignore_ascii_case(name)),
+                    "{method} {path} {status} sends header {name}, which its document does not list"
+                );
+            }
+        }
+    }
+}
+
+const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
+
 #[tokio::test]
-async fn openapi_document_is_json_and_every_path_is_routed() {
+async fn openapi_document_lists_every_route_and_method_the_app_serves() {
     let (app, _) = test_app(&["--no-device"]).await;
-    let r = send(&app, get("/openapi.json")).await;
-    assert_eq!(r.status, 200);
-    let doc: Value = r.json();
-    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
-    let paths = doc["paths"].as_object().unwrap();
+    let spec = Spec::fetch(&app).await;
+    let paths = spec.doc["paths"].as_object().unwrap();
+    let mut listed: Vec<&str> = paths.keys().map(String::as_str).collect();
+    listed.sort();
     let mut expected = vec![
         "/predict",
         "/matrices",
         "/matrices/{id}",
         "/spmv",
         "/healthz",
+        "/readyz",
         "/device",
         "/models",
         "/metrics",
         "/openapi.json",
     ];
     expected.sort();
-    let mut listed: Vec<&str> = paths.keys().map(String::as_str).collect();
-    listed.sort();
     assert_eq!(listed, expected);
+    // Each documented path: its documented methods are routed, every other
+    // method is a 405 (so nothing undocumented is served there).
     for (path, ops) in paths {
-        for method in ops
-            .as_object()
-            .unwrap()
-            .keys()
-            .filter(|k| ["get", "post", "delete", "put", "patch"].contains(&k.as_str()))
-        {
+        for method in METHODS {
             let uri = path.replace("{id}", "0000");
             let req = Request::builder()
                 .method(method.to_uppercase().as_str())
-                .uri(uri)
+                .uri(&uri)
                 .body(Body::empty())
                 .unwrap();
             let r = send(&app, req).await;
-            assert_ne!(
-                r.status, 405,
-                "{method} {path} is documented but not routed"
-            );
-            if r.status == 404 {
+            if ops.get(method).is_some() {
                 assert_ne!(
-                    r.error().0,
-                    "no_route",
+                    r.status, 405,
                     "{method} {path} is documented but not routed"
                 );
+                if r.status == 404 {
+                    assert_ne!(
+                        r.error().0,
+                        "no_route",
+                        "{method} {path} is documented but not routed"
+                    );
+                }
+                spec.check(method, path, &r);
+            } else {
+                assert_eq!(
+                    r.status, 405,
+                    "{method} {path} is routed but not documented"
+                );
+                assert_eq!(r.error().0, "method_not_allowed");
             }
         }
     }
+    // Every route of the app comes from the documented list: `app()` adds none.
+    let lib = include_str!("../src/lib.rs");
+    let app_fn = &lib[lib.find("pub fn app(").expect("app() in lib.rs")..];
+    for adds_routes in [".route(", ".nest(", ".merge(", ".route_service("] {
+        assert!(
+            !app_fn.contains(adds_routes),
+            "app() adds a route outside routes_documented() ({adds_routes})"
+        );
+    }
+    // Anything else is the JSON 404.
+    for uri in ["/", "/matrices/a/b", "/spmv/x", "/openapi.yaml"] {
+        let r = send(&app, get(uri)).await;
+        assert_eq!(r.status, 404, "{uri}");
+        assert_eq!(r.error().0, "no_route");
+    }
+}
+
+/// Sends `req` and checks the answer against the document.
+async fn exchange(app: &axum::Router, spec: &Spec, path: &str, req: Request<Body>) -> Resp {
+    let method = req.method().as_str().to_ascii_lowercase();
+    let r = send(app, req).await;
+    spec.check(&method, path, &r);
+    r
+}
+
+#[tokio::test]
+async fn answers_without_a_device_match_the_document() {
+    let (app, _) = test_app(&["--no-device", "--max-body-bytes", "20000"]).await;
+    let spec = Spec::fetch(&app).await;
+    let a = random_matrix(60, 50, 21);
+    let mm = mm_text(&a);
+    let id = matrix_id(&a);
+    let cases: Vec<(&str, Request<Body>, u16)> = vec![
+        ("/healthz", get("/healthz"), 200),
+        ("/readyz", get("/readyz"), 503),
+        ("/device", get("/device"), 200),
+        ("/models", get("/models"), 200),
+        ("/metrics", get("/metrics"), 200),
+        (
+            "/predict",
+            post("/predict?explain=true", "text/plain", mm.clone()),
+            200,
+        ),
+        (
+            "/predict",
+            post(
+                "/predict?precision=f32&expected_calls=5",
+                "application/json",
+                csr_json(&a).to_string(),
+            ),
+            200,
+        ),
+        (
+            "/predict",
+            post(
+                "/predict",
+                "text/plain",
+                "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n",
+            ),
+            400,
+        ),
+        (
+            "/predict",
+            post("/predict?expected_calls=0", "text/plain", mm.clone()),
+            400,
+        ),
+        (
+            "/predict",
+            post("/predict?colour=red", "text/plain", mm.clone()),
+            400,
+        ),
+        (
+            "/predict",
+            post("/predict", "text/plain", "x".repeat(30_000)),
+            413,
+        ),
+        ("/predict", post("/predict", "image/png", mm.clone()), 415),
+        (
+            "/predict",
+            post("/predict?precision=f16", "text/plain", mm.clone()),
+            422,
+        ),
+        (
+            "/predict",
+            post(
+                "/predict",
+                "text/plain",
+                "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 nan\n",
+            ),
+            422,
+        ),
+        (
+            "/matrices",
+            post("/matrices", "text/plain", mm.clone()),
+            201,
+        ),
+        (
+            "/matrices",
+            post("/matrices", "application/json", "{\"nrows\": 1"),
+            400,
+        ),
+        ("/matrices/{id}", get(&format!("/matrices/{id}")), 200),
+        ("/matrices/{id}", get("/matrices/nosuch"), 404),
+        (
+            "/spmv",
+            post(
+                "/spmv",
+                "application/json",
+                json!({"matrix_id": id, "x": random_x(50, 1)}).to_string(),
+            ),
+            503,
+        ),
+        (
+            "/spmv",
+            post(
+                "/spmv",
+                "application/json",
+                json!({"matrix_id": id, "x": [1.0]}).to_string(),
+            ),
+            422,
+        ),
+        (
+            "/spmv",
+            post(
+                "/spmv",
+                "application/json",
+                json!({"matrix_id": "nosuch", "x": [1.0]}).to_string(),
+            ),
+            404,
+        ),
+        ("/spmv", post("/spmv", "application/json", "[1, 2"), 400),
+        (
+            "/matrices/{id}",
+            Request::delete(format!("/matrices/{id}"))
+                .body(Body::empty())
+                .unwrap(),
+            204,
+        ),
+        (
+            "/matrices/{id}",
+            Request::delete(format!("/matrices/{id}"))
+                .body(Body::empty())
+                .unwrap(),
+            404,
+        ),
+    ];
+    for (path, req, want) in cases {
+        let what = format!("{} {}", req.method(), req.uri());
+        let r = exchange(&app, &spec, path, req).await;
+        assert_eq!(
+            r.status,
+            want,
+            "{what}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    // The JSON request bodies sent above match the request schema too.
+    spec.request(
+        "post",
+        "/spmv",
+        &json!({"matrix_id": id, "x": [1.0], "precision": "f32", "verify": true}),
+    );
+    spec.request(
+        "post",
+        "/spmv",
+        &json!({"matrix": mm, "x": [1.0], "expected_calls": 3}),
+    );
+    spec.request(
+        "post",
+        "/spmv",
+        &json!({"matrix": csr_json(&a), "x": [1.0]}),
+    );
+    spec.request("post", "/predict", &csr_json(&a));
+    // Keys: 401 on a guarded route, open routes stay open.
+    let (keyed, _) = test_app(&["--no-device", "--api-keys", "alice:0123456789abcdef"]).await;
+    let r = exchange(&keyed, &spec, "/models", get("/models")).await;
+    assert_eq!(r.status, 401);
+    let r = exchange(&keyed, &spec, "/healthz", get("/healthz")).await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn answers_with_a_device_match_the_document() {
+    if !have_device("answers_with_a_device_match_the_document") {
+        return;
+    }
+    let (app, _) = test_app(&[]).await;
+    let spec = Spec::fetch(&app).await;
+    let a = random_matrix(120, 90, 22);
+    let x = random_x(90, 22);
+    for uri in ["/readyz", "/device"] {
+        assert_eq!(
+            exchange(&app, &spec, uri, get(uri)).await.status,
+            200,
+            "{uri}"
+        );
+    }
+    let r = exchange(
+        &app,
+        &spec,
+        "/matrices",
+        post("/matrices?precision=f32", "text/plain", mm_text(&a)),
+    )
+    .await;
+    assert_eq!(r.status, 201);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let r = exchange(
+        &app,
+        &spec,
+        "/matrices/{id}",
+        get(&format!("/matrices/{id}")),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(!r.json()["uploaded"].as_array().unwrap().is_empty());
+    let bodies = [
+        json!({"matrix_id": id, "x": x, "precision": "f32", "verify": true}),
+        json!({"matrix": mm_text(&a), "x": x}),
+        json!({"matrix": csr_json(&a), "x": x, "verify": true, "expected_calls": 1000}),
+    ];
+    for body in &bodies {
+        spec.request("post", "/spmv", body);
+        let r = exchange(
+            &app,
+            &spec,
+            "/spmv",
+            post("/spmv", "application/json", body.to_string()),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    // Binary x and y: every header sent is documented.
+    let xb: Vec<u8> = x.iter().flat_map(|v| (*v as f32).to_le_bytes()).collect();
+    let req = Request::post(format!("/spmv?matrix_id={id}&precision=f32&verify=true"))
+        .header("content-type", "application/octet-stream")
+        .header("accept", "application/octet-stream")
+        .body(Body::from(xb))
+        .unwrap();
+    let r = exchange(&app, &spec, "/spmv", req).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 120 * 4);
+    assert_eq!(r.headers["x-verified"], "true");
+    // y that JSON cannot carry: 422; a device too small for the matrix: 507.
+    let huge = sparse::Csr::<f64>::from_triplets(1, 1, &[0], &[0], &[1e300]).unwrap();
+    let body = json!({"matrix": mm_text(&huge), "x": [1e300]});
+    let r = exchange(
+        &app,
+        &spec,
+        "/spmv",
+        post("/spmv", "application/json", body.to_string()),
+    )
+    .await;
+    assert_eq!(r.status, 422);
+    assert_eq!(r.error().0, "non_finite_result");
+    let (small, _) = test_app(&["--device-memory-bytes", "1024"]).await;
+    let r = exchange(
+        &small,
+        &spec,
+        "/matrices",
+        post("/matrices", "text/plain", mm_text(&a)),
+    )
+    .await;
+    assert_eq!(r.status, 507, "{}", String::from_utf8_lossy(&r.body));
 }
 
 #[tokio::test]

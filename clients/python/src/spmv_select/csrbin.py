@@ -4,7 +4,7 @@ A 40-byte little-endian header (magic ``SPMVCSR\\0``, u16 version 1, u8 index
 width 4 or 8, u8 value width 4 or 8, u32 flags with bit 0 meaning "an x section
 follows", u64 nrows, ncols, nnz), then row_ptr, col_idx, values and optionally
 x, all little-endian. See the server's ``crates/server/src/csr_binary.rs`` and
-``openapi.json``.
+the ``BinaryCsr`` schema of its ``/openapi.json`` (``server --print-openapi``).
 """
 
 from __future__ import annotations

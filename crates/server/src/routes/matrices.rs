@@ -1,58 +1,72 @@
 //! `POST /matrices`, `GET /matrices/{id}`, `DELETE /matrices/{id}`: uploaded matrices.
 
 use super::*;
+use crate::openapi::{BinaryCsrDoc, BytesDoc, MatrixMarketDoc, UploadParams};
 
-fn ready_json(r: &Ready) -> Value {
-    json!({
-        "precision": r.precision.name(),
-        "plan": PlanView::of(&r.planned.plan, &r.planned.binning),
-        "model": r.planned.model,
-        "planning": r.planned.planning,
-        "device_bytes": r.device_bytes,
-        "setup_ms": r.setup_ms,
-    })
+fn on_device(r: &Ready) -> api::OnDevice {
+    api::OnDevice {
+        precision: r.precision,
+        plan: PlanView::of(&r.planned.plan, &r.planned.binning),
+        model: r.planned.model.clone(),
+        planning: r.planned.planning.clone(),
+        device_bytes: r.device_bytes,
+        setup_ms: r.setup_ms,
+    }
 }
 
-/// `POST /matrices[?precision=f32|f64][&expected_calls=N]`: parse, plan for
-/// N calls (default `--uploaded-expected-calls`), upload once.
-pub async fn upload(
-    State(s): State<AppState>,
-    Extension(who): Extension<Principal>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let t0 = Instant::now();
-    let q = Query::parse(q.as_deref(), &["precision", "expected_calls"])?;
+/// Upload a matrix once: parse, plan, put on the device.
+///
+/// The plan is made for N calls (`expected_calls`, default
+/// `--uploaded-expected-calls`); the id is a keyed hash of the content and the
+/// owner (the API key), so the same matrix uploaded again by the same caller
+/// gets the same id (`already_uploaded`). With a results database (the default)
+/// the matrix is written to its `uploads` table before the answer, so every
+/// replica on that database can serve it; with --no-database it is kept in
+/// this server's memory only.
+#[utoipa::path(
+    post,
+    path = "/matrices",
+    tag = "matrices",
+    params(UploadParams),
+    request_body(
+        description = "The matrix: Matrix Market text (gzip accepted with Content-Encoding: gzip or by its magic bytes), a JSON CSR object, or binary CSR without an x section. Values must be finite (NaN and infinities are 422).",
+        content(
+            (MatrixMarketDoc = "text/plain"),
+            (BytesDoc = "application/gzip"),
+            (BytesDoc = "application/octet-stream"),
+            (crate::input::CsrJson = "application/json"),
+            (BinaryCsrDoc = "application/vnd.spmv-select.csr"),
+        ),
+    ),
+    responses(
+        (status = 201, description = "Stored (or already stored)", body = api::Upload,
+            headers(("Location" = String, description = "/matrices/{id}"))),
+        (status = 400, description = "invalid_matrix_market, invalid_json, invalid_binary_csr or bad_request (an unknown or malformed query parameter)", body = api::ErrorBody),
+        (status = 408, description = "body_timeout: the body was not received within --body-timeout-s", body = api::ErrorBody),
+        (status = 413, description = "too_large: the body, the declared sizes, the host copy plus device buffers over the cache, or a binary CSR encoding over 10^9 bytes (the shared database's limit)", body = api::ErrorBody),
+        (status = 415, description = "unsupported_media_type, or nested_gzip (gzip inside gzip)", body = api::ErrorBody),
+        (status = 422, description = "invalid_matrix, non_finite (values that overflow f32 included), unprocessable (a precision the device lacks), unsupported_precision", body = api::ErrorBody),
+        (status = 503, description = "busy, overloaded, queue_full, device_error, device_recovering, device_deadline (with Retry-After), or database_unavailable (the shared database failed)", body = api::ErrorBody),
+        (status = 507, description = "insufficient_device_memory: the matrix and vectors do not fit the device", body = api::ErrorBody),
+    ),
+)]
+pub async fn upload(r: Incoming) -> Result<Response, ApiError> {
+    let q = r.query(&["precision", "expected_calls"])?;
+    let Incoming {
+        s,
+        who,
+        t0,
+        headers,
+        body,
+        ..
+    } = r;
     let p = q.precision.unwrap_or(Precision::DEFAULT);
     let calls = q
         .expected_calls
         .unwrap_or(s.config().uploaded_expected_calls);
     // The reservation is held until the answer is built.
-    let (m, [parse_ms, features_ms, hash_ms], _held) =
-        read_matrix(&s, &who, &headers, body).await?;
-    // Refuse early, before any device work, what can never fit the cache.
-    let need = m.host_bytes() + device_bytes(&m.host, p);
-    let cap = s.config().cache_bytes as u64;
-    if need > cap {
-        return Err(ApiError::too_large(
-            "matrix bytes (host copy plus device buffers)",
-            need,
-            cap,
-        ));
-    }
-    // Also refuse, before caching, a matrix the device cannot hold or a
-    // precision it lacks, or one too large for the shared database.
-    s.check_device_fit(&m.host, p)?;
-    s.check_shareable(&m.host)?;
-    let m = m.with_expected_calls(calls);
-    let m = blocking(move || {
-        if p == Precision::F32 {
-            cast_checked::<f32>(&m.host)?;
-        }
-        Ok(m)
-    })
-    .await?;
+    let (m, times, _held) = read_matrix(&s, &who, &headers, body).await?;
+    let m = check_upload(&s, m.with_expected_calls(calls), p).await?;
     let (m, existed) = s.insert(m)?;
     let (ready, created, added) = match keep_upload(&s, &m, p).await {
         Ok(kept) => kept,
@@ -73,30 +87,6 @@ pub async fn upload(
             blocking(move || Ok(s2.plan(&m2, p, false))).await?
         }
     };
-    let body = json!({
-        "id": m.id,
-        "matrix": matrix_json(&m),
-        "precision": p.name(),
-        "plan": PlanView::of(&planned.plan, &planned.binning),
-        "model": planned.model,
-        "planning": planned.planning,
-        "tuning": planned.tuning,
-        // A copy cached here whose row another replica deleted is a new upload.
-        "already_uploaded": existed && !created && added != Some(true),
-        "on_device": ready.is_some(),
-        "device": s.device().name(),
-        "bytes": {
-            "host": m.host_bytes(),
-            "device": ready.as_ref().map_or(0, |r| r.device_bytes),
-        },
-        "timings_ms": {
-            "parse": parse_ms,
-            "features": features_ms,
-            "hash": hash_ms,
-            "setup": ready.as_ref().filter(|_| created).map(|r| r.setup_ms),
-            "total": total_ms,
-        },
-    });
     s.log_request(record(
         &s,
         &who,
@@ -108,11 +98,64 @@ pub async fn upload(
         total_ms,
         201,
     ));
+    let [parse, features, hash] = times;
+    let body = api::Upload {
+        id: m.id.clone(),
+        matrix: MatrixSummary::of(&m),
+        precision: p,
+        plan: PlanView::of(&planned.plan, &planned.binning),
+        model: planned.model,
+        planning: planned.planning,
+        tuning: planned.tuning,
+        // A copy cached here whose row another replica deleted is a new upload.
+        already_uploaded: existed && !created && added != Some(true),
+        on_device: ready.is_some(),
+        device: s.device().name().map(str::to_string),
+        bytes: api::UploadBytes {
+            host: m.host_bytes(),
+            device: ready.as_ref().map_or(0, |r| r.device_bytes),
+        },
+        timings_ms: api::UploadTimings {
+            parse,
+            features,
+            hash,
+            setup: ready.as_ref().filter(|_| created).map(|r| r.setup_ms),
+            total: total_ms,
+        },
+    };
     let mut resp = (StatusCode::CREATED, Json(body)).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!("/matrices/{}", m.id)) {
         resp.headers_mut().insert(header::LOCATION, v);
     }
     Ok(resp)
+}
+
+/// Refuses, before any device work or caching, an upload that can never be
+/// kept: over the cache, too big for the device or a precision it lacks, too
+/// large for the shared database, or with values that overflow f32.
+async fn check_upload(
+    s: &AppState,
+    m: StoredMatrix,
+    p: Precision,
+) -> Result<StoredMatrix, ApiError> {
+    let need = m.host_bytes() + device_bytes(&m.host, p);
+    let cap = s.config().cache_bytes as u64;
+    if need > cap {
+        return Err(ApiError::too_large(
+            "matrix bytes (host copy plus device buffers)",
+            need,
+            cap,
+        ));
+    }
+    s.check_device_fit(&m.host, p)?;
+    s.check_shareable(&m.host)?;
+    blocking(move || {
+        if p == Precision::F32 {
+            cast_checked::<f32>(&m.host)?;
+        }
+        Ok(m)
+    })
+    .await
 }
 
 /// Puts a cached upload on the device in precision `p` (when there is one)
@@ -133,28 +176,58 @@ async fn keep_upload(
     Ok((ready, created, s.share_upload(m).await?))
 }
 
-/// `GET /matrices/{id}`.
+/// An uploaded matrix: sizes, features, plans per precision, bytes.
+///
+/// A replica that has not cached the matrix reads it from the shared database
+/// (the owner is checked as for its own uploads).
+#[utoipa::path(
+    get,
+    path = "/matrices/{id}",
+    tag = "matrices",
+    params(("id" = String, Path, description = "The id returned by POST /matrices")),
+    responses(
+        (status = 200, description = "The matrix", body = api::MatrixInfo),
+        (status = 404, description = "matrix_not_found: never uploaded, deleted on any replica, evicted, or another API key's", body = api::ErrorBody),
+        (status = 503, description = "database_unavailable: the shared database failed (Retry-After)", body = api::ErrorBody),
+    ),
+)]
 pub async fn get_matrix(
     State(s): State<AppState>,
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<api::MatrixInfo>, ApiError> {
     // With a database, the row decides (and a replica without a copy loads one).
     s.resolve(&id, &who, true).await?;
     let (m, bytes) = s
         .peek(&id, &who)
         .ok_or_else(|| ApiError::NotFound(id.clone()))?;
-    let ready: Vec<Value> = m.all_ready().iter().map(|r| ready_json(r)).collect();
-    Ok(Json(json!({
-        "id": m.id,
-        "matrix": matrix_json(&m),
-        "features": features_json(&m.features),
-        "bytes": { "host": m.host_bytes(), "total": bytes },
-        "uploaded": ready,
-    })))
+    Ok(Json(api::MatrixInfo {
+        id: m.id.clone(),
+        matrix: MatrixSummary::of(&m),
+        features: api::features(&m.features),
+        bytes: api::MatrixBytes {
+            host: m.host_bytes(),
+            total: bytes,
+        },
+        uploaded: m.all_ready().iter().map(|r| on_device(r)).collect(),
+    }))
 }
 
-/// `DELETE /matrices/{id}`: gone on every replica sharing the database.
+/// Forget an uploaded matrix: gone on every replica sharing the database.
+///
+/// Its database row, and this replica's host copy and device buffers, are
+/// removed; other replicas drop theirs at their next use.
+#[utoipa::path(
+    delete,
+    path = "/matrices/{id}",
+    tag = "matrices",
+    params(("id" = String, Path, description = "The id returned by POST /matrices")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 404, description = "matrix_not_found: never uploaded, already deleted, or another API key's", body = api::ErrorBody),
+        (status = 503, description = "database_unavailable: the shared database failed (Retry-After)", body = api::ErrorBody),
+    ),
+)]
 pub async fn delete_matrix(
     State(s): State<AppState>,
     Extension(who): Extension<Principal>,

@@ -2,17 +2,20 @@
 //! GET and DELETE /matrices/{id}), `spmv` (POST /spmv), `predict` (POST
 //! /predict) and `ops` (health, readiness helpers, device, models, metrics,
 //! OpenAPI, request tracking and the fallbacks); here the helpers they share.
+//! Each handler carries its `#[utoipa::path]`: the document's operations come
+//! from these annotations and the types of [`crate::api`].
 
-mod matrices;
-mod ops;
-mod predict;
-mod spmv;
+pub mod matrices;
+pub mod ops;
+pub mod predict;
+pub mod spmv;
 
 pub use matrices::{delete_matrix, get_matrix, upload};
 pub use ops::{device, healthz, metrics, models, no_route, openapi, track, wrong_method};
 pub use predict::predict;
 pub use spmv::spmv;
 
+use crate::api::{self, MatrixSummary};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::input::XIn;
@@ -27,12 +30,11 @@ use crate::state::{
     StoredMatrix, YVec,
 };
 use axum::body::{Body, Bytes};
-use axum::extract::{MatchedPath, Path, RawQuery, Request, State};
+use axum::extract::{FromRequest, MatchedPath, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde_json::{json, Value};
 use sparse::spmv::{compare, spmv_ref};
 use sparse::{Csr, Features, Scalar};
 use std::sync::Arc;
@@ -51,17 +53,45 @@ pub(crate) async fn blocking<R: Send + 'static>(
         .map_err(|e| ApiError::internal(format!("blocking task: {e}")))?
 }
 
-fn matrix_json(m: &StoredMatrix) -> Value {
-    json!({
-        "id": m.id,
-        "nrows": m.host.nrows(),
-        "ncols": m.host.ncols(),
-        "nnz": m.host.nnz(),
-    })
+/// What every matrix handler (/predict, /matrices, /spmv) starts from: the
+/// state, the caller, when the request reached the handler, its raw query,
+/// headers and (unread) body.
+pub struct Incoming {
+    s: AppState,
+    who: Principal,
+    t0: Instant,
+    raw_query: Option<String>,
+    headers: HeaderMap,
+    body: Body,
 }
 
-fn features_json(f: &Features) -> Value {
-    Value::Object(f.named().map(|(n, v)| (n.to_string(), json!(v))).collect())
+impl Incoming {
+    /// The query, accepting only the parameters in `allowed` (else 400).
+    fn query(&self, allowed: &[&str]) -> Result<Query, ApiError> {
+        Query::parse(self.raw_query.as_deref(), allowed)
+    }
+}
+
+impl FromRequest<AppState> for Incoming {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, s: &AppState) -> Result<Self, ApiError> {
+        let t0 = Instant::now();
+        let (parts, body) = req.into_parts();
+        let who = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal("no caller: the auth layer did not run"))?;
+        Ok(Incoming {
+            s: s.clone(),
+            who,
+            t0,
+            raw_query: parts.uri.query().map(str::to_string),
+            headers: parts.headers,
+            body,
+        })
+    }
 }
 
 /// Reads a matrix body (its bytes and their parse reserved in the memory budget)

@@ -46,64 +46,97 @@ pub async fn wrong_method(req: Request) -> ApiError {
     ApiError::MethodNotAllowed(format!("{} {}", req.method(), req.uri().path()))
 }
 
-/// `GET /healthz`.
-pub async fn healthz(State(s): State<AppState>) -> Json<Value> {
-    Json(json!({
-        "status": "ok",
-        "device": s.device().available(),
-        "uptime_s": s.uptime_s(),
-    }))
+/// Liveness: the process answers.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses((status = 200, description = "Up", body = api::Health)),
+)]
+pub async fn healthz(State(s): State<AppState>) -> Json<api::Health> {
+    Json(api::Health {
+        status: "ok",
+        device: s.device().available(),
+        uptime_s: s.uptime_s(),
+    })
 }
 
-/// `GET /device`.
-pub async fn device(State(s): State<AppState>) -> Json<Value> {
+/// The OpenCL device: name, vendor, memory, copy bandwidth measured at
+/// start-up (or why there is none); state (up, rebuilding after a fault, down)
+/// with state_reason, and the engine's generation (one more per fault).
+#[utoipa::path(
+    get,
+    path = "/device",
+    tag = "operations",
+    responses((status = 200, description = "The device, or why there is none", body = api::DeviceReport)),
+)]
+pub async fn device(State(s): State<AppState>) -> Json<api::DeviceReport> {
     let d = s.device();
     let (state, reason) = s.device_slot().state();
     Json(match d.info() {
-        Some(i) => json!({
-            "available": true,
-            "name": i.name,
-            "vendor": i.vendor,
-            "platform": i.platform,
-            "kind": i.kind,
-            "driver": i.driver,
-            "version": i.version,
-            "compute_units": i.compute_units,
-            "global_mem_bytes": i.global_mem_bytes,
-            "max_alloc_bytes": i.max_alloc_bytes,
-            "local_mem_bytes": i.local_mem_bytes,
-            "max_work_group_size": i.max_work_group_size,
-            "fp64": i.fp64,
-            "state": state,
-            "state_reason": reason,
-            "generation": s.device_slot().generation(),
-            "copy_bandwidth": d.copy.as_ref().map(|c| json!({
-                "gbps": c.gbps, "bytes": c.bytes, "median_ms": c.median_ms,
-            })),
-        }),
-        None => json!({
-            "available": false,
-            "reason": d.unavailable,
+        Some(i) => api::DeviceReport::Up(Box::new(api::DeviceUp {
+            available: true,
+            name: i.name.clone(),
+            vendor: i.vendor.clone(),
+            platform: i.platform.clone(),
+            kind: i.kind.clone(),
+            driver: i.driver.clone(),
+            version: i.version.clone(),
+            compute_units: i.compute_units,
+            global_mem_bytes: i.global_mem_bytes,
+            max_alloc_bytes: i.max_alloc_bytes,
+            local_mem_bytes: i.local_mem_bytes,
+            max_work_group_size: i.max_work_group_size,
+            fp64: i.fp64,
+            state,
+            state_reason: reason,
+            generation: s.device_slot().generation(),
+            copy_bandwidth: d.copy.as_ref().map(|c| api::CopyBandwidth {
+                gbps: c.gbps,
+                bytes: c.bytes,
+                median_ms: c.median_ms,
+            }),
+        })),
+        None => api::DeviceReport::Down(api::DeviceDown {
+            available: false,
+            reason: d.unavailable.clone(),
         }),
     })
 }
 
-/// `GET /models`.
-pub async fn models(State(s): State<AppState>) -> Json<Value> {
+/// Model files found (file names only), how close each is to this device or
+/// why it is refused, and the selector used for each precision (the closest
+/// usable model, else the rule baseline).
+#[utoipa::path(
+    get,
+    path = "/models",
+    tag = "operations",
+    responses((status = 200, description = "Models", body = api::Models)),
+)]
+pub async fn models(State(s): State<AppState>) -> Response {
     let p = s.planner();
-    Json(json!({
-        "folder": p.folder(),
-        "found": p.found(),
-        "device": p.device(),
-        "in_use": {
-            "f32": p.used(Precision::F32),
-            "f64": p.used(Precision::F64),
+    Json(api::Models {
+        folder: p.folder(),
+        found: p.found(),
+        device: p.device(),
+        in_use: api::InUse {
+            f32: p.used(Precision::F32),
+            f64: p.used(Precision::F64),
         },
-        "files": p.files(),
-    }))
+        files: p.files(),
+    })
+    .into_response()
 }
 
-/// `GET /metrics`.
+/// Prometheus metrics (OpenMetrics text): requests by route and status,
+/// latency histograms of request, queue and kernel time, cache bytes, queue.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "OpenMetrics text exposition",
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String)),
+)]
 pub async fn metrics(State(s): State<AppState>) -> Response {
     let text = s.metrics().render(s.gauges());
     (
@@ -116,14 +149,20 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
         .into_response()
 }
 
-/// `GET /openapi.json`.
+/// This document: OpenAPI 3.1, generated from the server's routes and types.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses((status = 200, description = "OpenAPI 3.1", content_type = "application/json", body = Object)),
+)]
 pub async fn openapi() -> Response {
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        crate::openapi::DOCUMENT,
+        crate::openapi::document(),
     )
         .into_response()
 }

@@ -1,18 +1,48 @@
 //! `POST /predict`: the plan for a matrix, without running it.
 
 use super::*;
+use crate::openapi::{BinaryCsrDoc, BytesDoc, MatrixMarketDoc, PredictParams};
 
-/// `POST /predict[?explain=true][&precision=f32|f64][&expected_calls=N]`: the
-/// plan for N calls (default: an upload's, `--uploaded-expected-calls`).
-pub async fn predict(
-    State(s): State<AppState>,
-    Extension(who): Extension<Principal>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let t0 = Instant::now();
-    let q = Query::parse(q.as_deref(), &["explain", "precision", "expected_calls"])?;
+/// Plan a matrix: features, the plan, the model used, the predicted time.
+///
+/// The plan for N calls (`expected_calls`; default: an upload's,
+/// `--uploaded-expected-calls`), with the decision paths on `explain=true`.
+/// Nothing runs on the device: this works without one.
+#[utoipa::path(
+    post,
+    path = "/predict",
+    tag = "matrices",
+    params(PredictParams),
+    request_body(
+        description = "The matrix: Matrix Market text (gzip accepted with Content-Encoding: gzip or by its magic bytes), a JSON CSR object, or binary CSR without an x section. Values must be finite (NaN and infinities are 422).",
+        content(
+            (MatrixMarketDoc = "text/plain"),
+            (BytesDoc = "application/gzip"),
+            (BytesDoc = "application/octet-stream"),
+            (crate::input::CsrJson = "application/json"),
+            (BinaryCsrDoc = "application/vnd.spmv-select.csr"),
+        ),
+    ),
+    responses(
+        (status = 200, description = "The plan", body = api::Prediction),
+        (status = 400, description = "invalid_matrix_market, invalid_json, invalid_binary_csr or bad_request (an unknown or malformed query parameter)", body = api::ErrorBody),
+        (status = 408, description = "body_timeout: the body was not received within --body-timeout-s", body = api::ErrorBody),
+        (status = 413, description = "too_large: the body, its decompressed size or the declared rows, columns or nonzeros over the limits", body = api::ErrorBody),
+        (status = 415, description = "unsupported_media_type, or nested_gzip (gzip inside gzip)", body = api::ErrorBody),
+        (status = 422, description = "invalid_matrix, non_finite, unprocessable, unsupported_precision", body = api::ErrorBody),
+        (status = 503, description = "busy (the memory budget for requests in flight is spent) or overloaded (--max-in-flight), with Retry-After", body = api::ErrorBody),
+    ),
+)]
+pub async fn predict(r: Incoming) -> Result<Response, ApiError> {
+    let q = r.query(&["explain", "precision", "expected_calls"])?;
+    let Incoming {
+        s,
+        who,
+        t0,
+        headers,
+        body,
+        ..
+    } = r;
     let calls = q
         .expected_calls
         .unwrap_or(s.config().uploaded_expected_calls);
@@ -32,27 +62,25 @@ pub async fn predict(
     })
     .await?;
     let total_ms = ms(t0);
-    let mut body = json!({
-        "matrix": matrix_json(&m),
-        "precision": p.name(),
-        "features": features_json(&m.features),
-        "plan": PlanView::of(&planned.plan, &planned.binning),
-        "model": planned.model,
-        "planning": planned.planning,
-        "predicted_ms": predicted,
-        "timings_ms": {
-            "parse": parse_ms,
-            "features": features_ms,
-            "hash": hash_ms,
-            "predict": predict_ms,
-            "total": total_ms,
-        },
-    });
-    if let Some(e) = &planned.explanation {
-        body["explanation"] = serde_json::to_value(e).map_err(ApiError::internal)?;
-    }
     s.log_request(record(
         &s, &who, "/predict", &m, &planned, p, None, total_ms, 200,
     ));
-    Ok(Json(body).into_response())
+    Ok(Json(api::Prediction {
+        matrix: MatrixSummary::of(&m),
+        precision: p,
+        features: api::features(&m.features),
+        plan: PlanView::of(&planned.plan, &planned.binning),
+        model: planned.model,
+        planning: planned.planning,
+        predicted_ms: predicted,
+        timings_ms: api::PredictTimings {
+            parse: parse_ms,
+            features: features_ms,
+            hash: hash_ms,
+            predict: predict_ms,
+            total: total_ms,
+        },
+        explanation: planned.explanation,
+    })
+    .into_response())
 }

@@ -1,6 +1,8 @@
 //! `POST /spmv`: y = A x on the device, for an uploaded or an inline matrix.
 
 use super::*;
+use crate::api::Verification;
+use crate::openapi::{BinaryCsrDoc, BinaryVectorDoc, SpmvFormDoc, SpmvJsonDoc, SpmvParams};
 
 /// Refuses (422, naming the first bad row) a y that JSON cannot carry: an
 /// overflow to infinity or a NaN (from infinity times zero) would come out as
@@ -26,19 +28,19 @@ fn check_json_y(y: &YVec) -> Result<(), ApiError> {
 }
 
 /// How y compares with the reference SpMV.
-fn verify_y(a: &Csr<f64>, x: &[f64], y: &YVec) -> Result<Value, ApiError> {
-    fn typed<T: Scalar>(a: &Csr<f64>, x: &[f64], y: &[T]) -> Result<Value, ApiError> {
+fn verify_y(a: &Csr<f64>, x: &[f64], y: &YVec) -> Result<Verification, ApiError> {
+    fn typed<T: Scalar>(a: &Csr<f64>, x: &[f64], y: &[T]) -> Result<Verification, ApiError> {
         let at = a.cast::<T>();
         let xt: Vec<T> = x.iter().map(|&v| T::from_f64(v)).collect();
         let r = spmv_ref(&at, &xt)?;
         let c = compare(&at, &xt, y, &r);
-        Ok(json!({
-            "ok": c.ok(),
-            "max_rel_err": c.max_rel_err,
-            "worst_bound_ratio": c.worst_bound_ratio,
-            "worst_row": c.worst_row,
-            "reference": "sparse::spmv::spmv_ref",
-        }))
+        Ok(Verification {
+            ok: c.ok(),
+            max_rel_err: c.max_rel_err,
+            worst_bound_ratio: c.worst_bound_ratio,
+            worst_row: c.worst_row,
+            reference: "sparse::spmv::spmv_ref",
+        })
     }
     match y {
         YVec::F32(y) => typed::<f32>(a, x, y),
@@ -84,19 +86,83 @@ async fn execute_cached(
     }
 }
 
-/// `POST /spmv`: y = A x on the device.
-pub async fn spmv(
-    State(s): State<AppState>,
-    Extension(who): Extension<Principal>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let t0 = Instant::now();
-    let q = Query::parse(
-        q.as_deref(),
-        &["precision", "verify", "matrix_id", "expected_calls"],
-    )?;
+/// y = A x on the device.
+///
+/// The matrix is inline (JSON {"matrix": "<Matrix Market>" or CSR object, "x":
+/// [...]}, top-level CSR fields beside x, binary CSR with x, or multipart/form-data
+/// with 'matrix' and 'x' parts) or uploaded (JSON {"matrix_id", "x"}, or
+/// application/octet-stream little-endian x with ?matrix_id=). y comes back as
+/// JSON, or as little-endian binary with Accept: application/octet-stream (timings
+/// then in the x-* headers; the plan kept by tuning in x-tuned).
+///
+/// A full device queue answers 503 queue_full with Retry-After; a request whose
+/// deadline (--request-timeout-s) passes while its device job waits answers 503
+/// device_deadline (the job is dropped without running; one already running
+/// finishes and its result is discarded); after an OpenCL error (503
+/// device_error) the device is rebuilt, and until it is up again device work
+/// answers 503 device_recovering with Retry-After (uploaded matrices are kept and
+/// re-uploaded on their next use). An uploaded matrix this replica has not
+/// cached is read from the shared database; each use of a cached one checks its
+/// database row still exists (a delete on any replica answers 404 everywhere); a
+/// failing database answers 503 database_unavailable.
+#[utoipa::path(
+    post,
+    path = "/spmv",
+    tag = "spmv",
+    params(SpmvParams),
+    request_body(
+        description = "application/vnd.spmv-select.csr: the matrix and x in one binary body (flag bit 0 set, x after the values); precision and verify from the query. application/octet-stream: x as little-endian f32 or f64 (by precision) for ?matrix_id=.",
+        content(
+            (SpmvJsonDoc = "application/json"),
+            (SpmvFormDoc = "multipart/form-data"),
+            (BinaryVectorDoc = "application/octet-stream"),
+            (BinaryCsrDoc = "application/vnd.spmv-select.csr"),
+        ),
+    ),
+    responses(
+        (status = 200, description = "y and how it was computed: JSON, or binary y (Accept: application/octet-stream) with the figures in x-* headers",
+            content(
+                (api::SpmvResult = "application/json"),
+                (BinaryVectorDoc = "application/octet-stream"),
+            ),
+            headers(
+                ("x-matrix-id" = String, description = "Binary y: the matrix id"),
+                ("x-precision" = String, description = "Binary y: f32 or f64 (the width of each value of y)"),
+                ("x-kernel-ms" = f64, description = "Binary y: device kernel time (OpenCL profiling)"),
+                ("x-device-ms" = f64, description = "Binary y: x upload + kernels + y download"),
+                ("x-upload-x-ms" = f64, description = "Binary y: x upload (OpenCL profiling)"),
+                ("x-download-y-ms" = f64, description = "Binary y: y download (OpenCL profiling)"),
+                ("x-server-ms" = f64, description = "Binary y: the whole request inside the server"),
+                ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body"),
+                ("x-gbps" = f64, description = "Binary y: minimum bytes of one SpMV / kernel time"),
+                ("x-plan-scheme" = String, description = "Binary y: the plan's scheme (single or U)"),
+                ("x-expected-calls" = u64, description = "Binary y: the calls the plan was chosen for"),
+                ("x-planning" = String, description = "Binary y: the chosen candidate (planning.chosen)"),
+                ("x-model" = String, description = "Binary y: the id of the selector that planned"),
+                ("x-model-match" = String, description = "Binary y: exact, same_class, same_type or none"),
+                ("x-tuned" = String, description = "Binary y, tuned uploads only: the plan the race kept"),
+                ("x-verified" = bool, description = "Binary y with verify=true: whether y matched the reference"),
+            )),
+        (status = 400, description = "invalid_json, invalid_matrix_market, invalid_binary_csr, or bad_request (an unknown query parameter, a field given twice with different values, binary x of a length that is not a whole number of values)", body = api::ErrorBody),
+        (status = 404, description = "matrix_not_found: no uploaded matrix with this id for this caller", body = api::ErrorBody),
+        (status = 408, description = "body_timeout: the body was not received within --body-timeout-s", body = api::ErrorBody),
+        (status = 413, description = "too_large: the body, a multipart part or the declared sizes over the limits", body = api::ErrorBody),
+        (status = 415, description = "unsupported_media_type, or nested_gzip (gzip inside gzip)", body = api::ErrorBody),
+        (status = 422, description = "x_length, invalid_matrix, non_finite, unprocessable (such as a missing x), unsupported_precision, or non_finite_result (a y JSON cannot carry; ask for binary y)", body = api::ErrorBody),
+        (status = 503, description = "no_device, busy, overloaded, queue_full, device_error, device_recovering, device_deadline (with Retry-After), or database_unavailable", body = api::ErrorBody),
+        (status = 507, description = "insufficient_device_memory: the matrix and vectors do not fit the device", body = api::ErrorBody),
+    ),
+)]
+pub async fn spmv(r: Incoming) -> Result<Response, ApiError> {
+    let q = r.query(&["precision", "verify", "matrix_id", "expected_calls"])?;
+    let Incoming {
+        s,
+        who,
+        t0,
+        headers,
+        body,
+        ..
+    } = r;
     let (req, mut held) = read_spmv(&s, q, &headers, body).await?;
     let read_ms = ms(t0);
     let p = req.precision;
@@ -246,15 +312,15 @@ async fn verify_on_host(
     p: Precision,
     x: &Arc<XIn>,
     y: YVec,
-) -> Result<(Value, YVec), ApiError> {
+) -> Result<(Verification, YVec), ApiError> {
     let (m2, x2) = (m.clone(), x.clone());
     let (v, y) = blocking(move || {
         let v = verify_y(&m2.host, &x2.to_values(), &y)?;
         Ok((v, y))
     })
     .await?;
-    if v["ok"] != json!(true) {
-        tracing::error!(id = %m.id, precision = %p, report = %v, "device y differs from the reference SpMV");
+    if !v.ok {
+        tracing::error!(id = %m.id, precision = %p, report = ?v, "device y differs from the reference SpMV");
     }
     Ok((v, y))
 }
@@ -270,7 +336,7 @@ struct SpmvDone {
     setup_ms: Option<f64>,
     read_ms: f64,
     server_ms: f64,
-    verify: Option<Value>,
+    verify: Option<Verification>,
 }
 
 impl SpmvDone {
@@ -331,53 +397,51 @@ async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
     }
     put("x-model-match", d.planned.model.match_level.as_str().into());
     if let Some(v) = &d.verify {
-        put("x-verified", v["ok"].to_string());
+        put("x-verified", v.ok.to_string());
     }
     Ok(resp)
 }
 
 /// The JSON answer, built off the runtime (y can be large): y is written
-/// straight from its array after the other fields, with no JSON value per element.
+/// straight from its array, with no JSON value per element.
 async fn json_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
-    let t = &d.timings;
-    let head = json!({
-        "matrix_id": d.m.id,
-        "matrix": matrix_json(&d.m),
-        "precision": d.p.name(),
-        "uploaded": d.cached,
-        "plan": PlanView::of(&d.planned.plan, &d.planned.binning),
-        "model": &d.planned.model,
-        "planning": &d.planned.planning,
-        "tuning": &d.planned.tuning,
-        "launches": d.launches,
-        "timings_ms": {
-            "kernel": t.kernel_ms(),
-            "upload_x": t.upload_x_ms(), "download_y": t.download_y_ms(),
-            "device": t.wall_ms(),
-            "setup": d.setup_ms,
-            "read": d.read_ms,
-            "server": d.server_ms,
-        },
-        "gbps": d.gbps(),
-        "min_bytes": d.min_bytes(),
-        "verify": d.verify,
-    });
     let body = blocking(move || {
-        let mut out = serde_json::to_vec(&head).map_err(ApiError::internal)?;
-        out.pop(); // the object's closing brace
-        out.extend_from_slice(b",\"y\":");
-        match &y {
-            YVec::F32(y) => serde_json::to_writer(&mut out, y),
-            YVec::F64(y) => serde_json::to_writer(&mut out, y),
+        let y = match &y {
+            YVec::F32(y) => api::YJson::F32(y),
+            YVec::F64(y) => api::YJson::F64(y),
             YVec::Bytes(_) => {
                 return Err(ApiError::internal(
                     "y was encoded as bytes for a JSON answer",
                 ))
             }
-        }
-        .map_err(ApiError::internal)?;
-        out.push(b'}');
-        Ok(out)
+        };
+        let t = &d.timings;
+        let plan = PlanView::of(&d.planned.plan, &d.planned.binning);
+        let answer = api::SpmvResult {
+            matrix_id: &d.m.id,
+            matrix: MatrixSummary::of(&d.m),
+            precision: d.p,
+            uploaded: d.cached,
+            plan: &plan,
+            model: &d.planned.model,
+            planning: &d.planned.planning,
+            tuning: d.planned.tuning.as_ref(),
+            launches: d.launches,
+            timings_ms: api::SpmvTimings {
+                kernel: t.kernel_ms(),
+                upload_x: t.upload_x_ms(),
+                download_y: t.download_y_ms(),
+                device: t.wall_ms(),
+                setup: d.setup_ms,
+                read: d.read_ms,
+                server: d.server_ms,
+            },
+            gbps: d.gbps(),
+            min_bytes: d.min_bytes(),
+            verify: d.verify.clone(),
+            y,
+        };
+        serde_json::to_vec(&answer).map_err(ApiError::internal)
     })
     .await?;
     Ok((

@@ -131,6 +131,9 @@ fn mismatched_feature_order_is_refused() {
         }
         other => panic!("{other:?}"),
     }
+    // A stage-1 list one shorter is a model older than the last feature, but
+    // then its stage-2 list must be that list followed by the bin features.
+    let last = STAGE1_FEATURES.len() - 1;
     let s = edit(m, |v| {
         v["card"]["feature_order"]["stage1"]
             .as_array_mut()
@@ -139,10 +142,19 @@ fn mismatched_feature_order_is_refused() {
     });
     let e = Model::from_json_str(&s).unwrap_err().to_string();
     assert!(
-        e.contains("stage-1")
-            && e.contains("position 32")
-            && e.contains("nothing")
-            && e.contains("hist_ge_65536"),
+        e.contains("stage-2")
+            && e.contains(&format!("position {last}"))
+            && e.contains(&format!("'{}'", STAGE1_FEATURES[last]))
+            && e.contains("'scheme_u'"),
+        "{e}"
+    );
+    // A stage-1 name this build does not compute is refused.
+    let s = edit(m, |v| {
+        v["card"]["feature_order"]["stage1"][last] = "no_such_feature".into()
+    });
+    let e = Model::from_json_str(&s).unwrap_err().to_string();
+    assert!(
+        e.contains("stage-1") && e.contains("'no_such_feature'"),
         "{e}"
     );
     let s = edit(m, |v| {

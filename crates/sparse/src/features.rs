@@ -29,8 +29,11 @@ pub const HIST_BUCKETS: usize = 18;
 /// | `rows_lt_2` ... `rows_lt_32` | fraction of rows shorter than 2, 4, 8, 16, 32 (the subvector widths: rows that leave work-items idle) |
 /// | `row_len_jump` | mean `|len(r+1) - len(r)|` over neighbouring rows (within blocks of 4096 rows), divided by the mean row length (0 when that is 0): how unlike the rows sharing a virtual row are |
 /// | `vrow32_within_var` | share of the row-length variance that lies inside groups of 32 neighbouring rows (virtual rows of U = 32) rather than between them (0 when the variance is 0) |
-/// | `x_lines_per_nnz` | distinct groups of 16 consecutive columns (a 64-byte line of `x` in f32) per nonzero, summed over rows; sampled as `col_dist_mean` (0 without entries) |
+/// | `x_lines_per_nnz` | distinct groups of 16 consecutive columns (a 64-byte line of `x` in f32) per nonzero, summed over rows (0 without entries) |
 /// | `len_bins` | distinct values of `min(row length, 99)`: the launches a one-launch-per-bin plan needs at U = 1 |
+///
+/// `row_len_jump`, `vrow32_within_var`, `x_lines_per_nnz` and `len_bins` are
+/// read from the blocks `col_dist_mean` samples (all rows below 2^19 entries).
 /// | `bins_u10`, `bins_u100`, `bins_u1000` | non-empty bins of the binning at U = 10, 100, 1000 (launches of a plan launched per bin) |
 ///
 /// Features are only ever appended to this list, so that a model records a
@@ -200,6 +203,10 @@ struct Acc {
     jump: u64,
     within_ss: f64,
     len_seen: u128,
+    shape_blocks: usize,
+    shape_rows: usize,
+    shape_sum: f64,
+    shape_sumsq: f64,
 }
 
 impl Acc {
@@ -217,6 +224,10 @@ impl Acc {
         jump: 0,
         within_ss: 0.0,
         len_seen: 0,
+        shape_blocks: 0,
+        shape_rows: 0,
+        shape_sum: 0.0,
+        shape_sumsq: 0.0,
     };
 
     fn merge(mut self, b: Acc) -> Acc {
@@ -235,6 +246,10 @@ impl Acc {
         self.jump += b.jump;
         self.within_ss += b.within_ss;
         self.len_seen |= b.len_seen;
+        self.shape_blocks += b.shape_blocks;
+        self.shape_rows += b.shape_rows;
+        self.shape_sum += b.shape_sum;
+        self.shape_sumsq += b.shape_sumsq;
         self
     }
 
@@ -286,9 +301,17 @@ impl Acc {
         let mut v: Vec<f64> = (1..=5)
             .map(|k| self.hist[..=k].iter().sum::<usize>() as f64 / m)
             .collect();
-        let pairs = nrows.saturating_sub(nrows.div_ceil(BLOCK)) as f64;
-        v.push(ratio(ratio(self.jump as f64, pairs), mean));
-        let total_ss = self.variance(nrows, nnz) * nrows as f64;
+        // The shape statistics come from the sampled blocks.
+        let pairs = (self.shape_rows - self.shape_blocks) as f64;
+        let sampled_mean = ratio(self.shape_sum, self.shape_rows as f64);
+        v.push(ratio(ratio(self.jump as f64, pairs), sampled_mean));
+        let total_ss = self.shape_sumsq - self.shape_sum * sampled_mean;
+        // Sums of whole numbers: a spread below rounding is no spread.
+        let total_ss = if total_ss > 1e-9 * self.shape_sumsq {
+            total_ss
+        } else {
+            0.0
+        };
         v.push(ratio(self.within_ss, total_ss).clamp(0.0, 1.0));
         v.push(ratio(self.lines as f64, self.dist_nnz as f64));
         v.push(self.len_seen.count_ones() as f64);
@@ -331,7 +354,6 @@ impl<'a> RowPass<'a> {
         let mut a = Acc::ZERO;
         let rows = b * BLOCK..((b + 1) * BLOCK).min(self.nrows);
         let mut sq = 0u64;
-        let mut prev = None;
         for r in rows.clone() {
             let len = self.len(r);
             a.min = a.min.min(len);
@@ -340,35 +362,37 @@ impl<'a> RowPass<'a> {
             a.empty += usize::from(len == 0);
             a.long_nnz += if len > self.long_len { len } else { 0 };
             a.hist[hist_bucket(len)] += 1;
-            a.len_seen |= 1u128 << len.min(MAX_BIN);
-            if let Some(p) = prev {
-                a.jump += len.abs_diff(p) as u64;
-            }
-            prev = Some(len);
         }
         a.sumsq = sq as u128;
-        a.within_ss = self.within_groups(rows.clone());
-        self.locality(&mut a, rows, b.is_multiple_of(self.stride));
+        let sampled = b.is_multiple_of(self.stride);
+        if sampled {
+            self.shape(&mut a, rows.clone());
+        }
+        self.locality(&mut a, rows, sampled);
         a
     }
 
-    /// Sum over groups of [`GROUP`] rows of the squared deviations of row
-    /// lengths from their group's mean.
-    fn within_groups(&self, rows: std::ops::Range<usize>) -> f64 {
-        let mut ss = 0.0;
-        let mut start = rows.start;
-        while start < rows.end {
+    /// Row-length shape on a sampled block: neighbour jumps, spread inside
+    /// groups of [`GROUP`] rows (virtual rows of U = 32) and distinct lengths.
+    fn shape(&self, a: &mut Acc, rows: std::ops::Range<usize>) {
+        let mut prev = self.len(rows.start);
+        a.shape_blocks += 1;
+        for start in rows.clone().step_by(GROUP) {
             let end = (start + GROUP).min(rows.end);
-            let (mut s, mut s2) = (0u64, 0u64);
+            let (mut gs, mut gsq) = (0u64, 0u64);
             for r in start..end {
-                let len = self.len(r) as u64;
-                s += len;
-                s2 += len * len;
+                let len = self.len(r);
+                gs += len as u64;
+                gsq += (len * len) as u64;
+                a.len_seen |= 1u128 << len.min(MAX_BIN);
+                a.jump += len.abs_diff(prev) as u64;
+                prev = len;
             }
-            ss += s2 as f64 - (s as f64) * (s as f64) / (end - start) as f64;
-            start = end;
+            a.shape_rows += end - start;
+            a.shape_sum += gs as f64;
+            a.shape_sumsq += gsq as f64;
+            a.within_ss += gsq as f64 - (gs as f64) * (gs as f64) / (end - start) as f64;
         }
-        ss
     }
 
     /// Bandwidth on every row; distance to the diagonal and lines of `x` on a
@@ -391,8 +415,14 @@ impl<'a> RowPass<'a> {
                 let rowdist: i64 = cols.iter().map(|&c| (c as i64 - ri).abs()).sum();
                 a.dist += rowdist as f64;
                 a.dist_nnz += e - s;
-                let changes = cols.windows(2).filter(|w| w[0] >> 4 != w[1] >> 4).count();
-                a.lines += 1 + changes;
+                // Lines of 16 columns: one, plus each step into another line
+                // (written as a sum the compiler can vectorise).
+                let steps: u32 = cols[1..]
+                    .iter()
+                    .zip(cols)
+                    .map(|(&c, &p)| u32::from((c ^ p) >> 4 != 0))
+                    .sum();
+                a.lines += 1 + steps as usize;
             }
         }
     }

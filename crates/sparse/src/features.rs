@@ -146,7 +146,7 @@ impl Features {
                 .reduce(|| Acc::ZERO, Acc::merge)
         };
         let mut v = acc.base_values(nrows, ncols, col_idx.len());
-        v.extend(acc.appended_values(nrows, col_idx.len()));
+        v.extend(acc.appended_values(nrows));
         v.extend([10, 100, 1000].map(|u| nonempty_bins(row_ptr, u)));
         debug_assert_eq!(v.len(), FEATURE_NAMES.len());
         Features { values: v }
@@ -293,9 +293,8 @@ impl Acc {
 
     /// The appended features up to `len_bins` (the `bins_u*` come from the row
     /// pointer alone).
-    fn appended_values(&self, nrows: usize, nnz: usize) -> Vec<f64> {
+    fn appended_values(&self, nrows: usize) -> Vec<f64> {
         let m = nrows.max(1) as f64;
-        let mean = nnz as f64 / m;
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
         // Rows shorter than 2^k are the buckets below bucket k.
         let mut v: Vec<f64> = (1..=5)

@@ -67,7 +67,10 @@ fn fit_save_load_gives_identical_predictions() {
     ] {
         assert!(card["card"].get(key).is_some(), "card lacks {key}");
     }
-    assert_eq!(card["card"]["feature_order"]["stage2"][33], "scheme_u");
+    assert_eq!(
+        card["card"]["feature_order"]["stage2"][STAGE1_FEATURES.len()],
+        "scheme_u"
+    );
     assert!(
         card["card"]["metrics"]["train"]["stage2"]["geomean_ratio"]
             .as_f64()
@@ -116,16 +119,18 @@ fn edit(m: &Model, f: impl FnOnce(&mut serde_json::Value)) -> String {
 #[test]
 fn mismatched_feature_order_is_refused() {
     let m = model();
+    let at = STAGE1_FEATURES.len() + 2;
     let s = edit(m, |v| {
-        v["card"]["feature_order"]["stage2"][35] = "bin_mean_len".into()
+        v["card"]["feature_order"]["stage2"][at] = "bin_mean_len".into()
     });
     match Model::from_json_str(&s) {
         Err(SelectorError::FeatureOrderMismatch {
             stage: 2,
-            position: 35,
+            position,
             model,
             current,
         }) => {
+            assert_eq!(position, at);
             assert_eq!(model, "'bin_mean_len'");
             assert_eq!(current, "'bin_mean_row_len'");
         }

@@ -9,7 +9,7 @@ use crate::tree::{Hop, Tree};
 use crate::vector::spread;
 use crate::{
     stage1_vector, stage2_vector, KernelSources, SelectorError, TrainParams, STAGE1_FEATURES,
-    STAGE2_EXTRA, STAGE2_FEATURES,
+    STAGE2_FEATURES,
 };
 use serde::{Deserialize, Serialize};
 use sparse::{Binning, Features, KernelId, Plan, Scheme};
@@ -131,64 +131,6 @@ pub struct Model {
     /// the trainer fitted none): the model then plans but predicts no times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) perf: Option<PerfModel>,
-    /// Where each feature the trees read sits in this build's vectors (filled
-    /// at load; identity for a model of this build's layouts).
-    #[serde(skip)]
-    layout: Layout,
-}
-
-/// For each stage, the position in this build's vector of each feature of a
-/// model's own layout; `None` when the two are the same. A model trained
-/// before features were appended reads exactly the values it was trained on.
-/// (Empty in a model that is not loaded from JSON: fitted models read this
-/// build's layout.)
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Layout {
-    stage1: Option<Vec<usize>>,
-    stage2: Option<Vec<usize>>,
-}
-
-impl Layout {
-    /// The layout of a model's feature order. Features are only ever appended
-    /// to [`STAGE1_FEATURES`], so a model's stage-1 names must be a prefix of
-    /// this build's, and its stage-2 names those followed by [`STAGE2_EXTRA`];
-    /// an error names the first feature that differs.
-    fn of(order: &FeatureOrder) -> Result<Layout, SelectorError> {
-        let n1 = order.stage1.len().min(STAGE1_FEATURES.len());
-        first_difference(1, &order.stage1, &STAGE1_FEATURES[..n1])?;
-        let mut stage2: Vec<&str> = STAGE1_FEATURES[..n1].to_vec();
-        stage2.extend(STAGE2_EXTRA);
-        first_difference(2, &order.stage2, &stage2)?;
-        if n1 == STAGE1_FEATURES.len() {
-            return Ok(Layout::default());
-        }
-        let extra = STAGE1_FEATURES.len()..STAGE2_FEATURES.len();
-        Ok(Layout {
-            stage1: Some((0..n1).collect()),
-            stage2: Some((0..n1).chain(extra).collect()),
-        })
-    }
-}
-
-/// `x` (this build's layout) in a model's layout, transformed for the trees.
-fn project(at: &Option<Vec<usize>>, x: &[f64]) -> Vec<f64> {
-    match at {
-        None => x.iter().map(|&v| spread(v)).collect(),
-        Some(at) => at
-            .iter()
-            .map(|&i| x.get(i).map_or(f64::NAN, |&v| spread(v)))
-            .collect(),
-    }
-}
-
-/// A path walked in a model's layout, with features renumbered to this build's.
-fn renumber(at: &Option<Vec<usize>>, mut hops: Vec<Hop>) -> Vec<Hop> {
-    if let Some(at) = at {
-        for h in &mut hops {
-            h.feature = at.get(h.feature).copied().unwrap_or(usize::MAX);
-        }
-    }
-    hops
 }
 
 pub(crate) fn first_difference(
@@ -219,7 +161,6 @@ impl Model {
             stage1,
             stage2,
             perf: None,
-            layout: Layout::default(),
         }
     }
 
@@ -265,19 +206,19 @@ impl Model {
                 .cloned()
                 .ok_or_else(|| SelectorError::InvalidModel("no `card.feature_order`".into()))?,
         )?;
-        let layout = Layout::of(&order)?;
-        let mut m: Model = serde_json::from_value(v)?;
-        m.layout = layout;
+        first_difference(1, &order.stage1, &STAGE1_FEATURES)?;
+        first_difference(2, &order.stage2, &STAGE2_FEATURES)?;
+        let m: Model = serde_json::from_value(v)?;
         if m.card.schemes.is_empty() || m.card.kernels.is_empty() {
             return Err(SelectorError::InvalidModel(
                 "the card lists no schemes or no kernels".into(),
             ));
         }
         m.stage1
-            .validate(order.stage1.len(), m.card.schemes.len())
+            .validate(STAGE1_FEATURES.len(), m.card.schemes.len())
             .map_err(|e| SelectorError::InvalidModel(format!("stage-1 tree: {e}")))?;
         m.stage2
-            .validate(order.stage2.len(), m.card.kernels.len())
+            .validate(STAGE2_FEATURES.len(), m.card.kernels.len())
             .map_err(|e| SelectorError::InvalidModel(format!("stage-2 tree: {e}")))?;
         if let Some(p) = &m.perf {
             p.validate()?;
@@ -341,25 +282,19 @@ impl Model {
         (self.stage1.depth(), self.stage2.depth())
     }
 
-    /// Whether the trees read this build's layouts exactly (a model fitted
-    /// before features were appended reads a subset of them).
-    pub fn reads_current_layout(&self) -> bool {
-        self.layout == Layout::default()
-    }
-
     pub(crate) fn scheme_class(&self, x: &[f64]) -> usize {
-        self.stage1.walk(&project(&self.layout.stage1, x)).0
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        self.stage1.walk(&tx).0
     }
 
     pub(crate) fn kernel_class(&self, x: &[f64]) -> usize {
-        self.stage2.walk(&project(&self.layout.stage2, x)).0
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        self.stage2.walk(&tx).0
     }
 
-    /// Stage 1 on a vector of this build's layout; the path's features are
-    /// numbered in this build's layout too.
     pub(crate) fn scheme_of(&self, x: &[f64]) -> (Scheme, Vec<Hop>) {
-        let (c, path) = self.stage1.walk(&project(&self.layout.stage1, x));
-        let path = renumber(&self.layout.stage1, path);
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        let (c, path) = self.stage1.walk(&tx);
         // A validated model has every class in its list; Single is the safe default.
         (
             self.card.schemes.get(c).copied().unwrap_or(Scheme::Single),
@@ -367,10 +302,9 @@ impl Model {
         )
     }
 
-    /// Stage 2, as [`Model::scheme_of`].
     pub(crate) fn kernel_of(&self, x: &[f64]) -> (KernelId, Vec<Hop>) {
-        let (c, path) = self.stage2.walk(&project(&self.layout.stage2, x));
-        let path = renumber(&self.layout.stage2, path);
+        let tx: Vec<f64> = x.iter().map(|&v| spread(v)).collect();
+        let (c, path) = self.stage2.walk(&tx);
         (
             self.card
                 .kernels

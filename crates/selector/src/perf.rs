@@ -181,14 +181,6 @@ pub struct PerfModel {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<ErrorBand>,
     pub(crate) model: Boosted,
-    /// The matrix level: log time of a typical plan of the matrix (the median
-    /// over its timed plans) from the matrix columns alone (those before
-    /// `plan_u`). With it, `model` predicts a plan's log time *relative* to that
-    /// level, so its trees spend their splits on what tells one plan of a
-    /// matrix from another rather than on matrix size; `None` in files fitted
-    /// before it existed, whose `model` predicts log time directly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) level: Option<Boosted>,
 }
 
 /// A predicted time with its uncertainty.
@@ -243,78 +235,19 @@ pub fn fit_perf(samples: &[PerfSample], params: PerfParams) -> Result<PerfModel,
             });
         }
     }
+    let x: Vec<Vec<f64>> = samples.iter().map(|s| s.x.clone()).collect();
+    let y: Vec<f64> = samples.iter().map(|s| s.ms.ln()).collect();
     let grow = GrowParams {
         max_depth: params.max_depth,
         min_leaf: params.min_leaf,
     };
-    let (levels, by_matrix) = matrix_levels(samples);
-    let n = matrix_columns(&perf_features());
-    let lx: Vec<Vec<f64>> = by_matrix
-        .iter()
-        .map(|&i| samples[i].x[..n].to_vec())
-        .collect();
-    let level = Boosted::fit(&lx, &levels, params.rounds, params.rate, grow);
-    let x: Vec<Vec<f64>> = samples.iter().map(|s| s.x.clone()).collect();
-    // The relative target: log time less the matrix's own level (the measured
-    // one, so that the relative trees learn only differences between plans).
-    let y: Vec<f64> = samples
-        .iter()
-        .zip(sample_levels(samples, &levels, &by_matrix))
-        .map(|(s, l)| s.ms.ln() - l)
-        .collect();
     Ok(PerfModel {
         features: perf_features(),
         params,
         samples: samples.len(),
         band: None,
         model: Boosted::fit(&x, &y, params.rounds, params.rate, grow),
-        level: Some(level),
     })
-}
-
-/// Columns of a performance layout that describe the matrix alone (those
-/// before `plan_u`).
-fn matrix_columns(features: &[String]) -> usize {
-    features
-        .iter()
-        .position(|f| f == "plan_u")
-        .unwrap_or(features.len())
-}
-
-/// The median log time of each matrix's samples (in order of first
-/// appearance) and the index of one sample of each.
-fn matrix_levels(samples: &[PerfSample]) -> (Vec<f64>, Vec<usize>) {
-    let mut order: Vec<&str> = Vec::new();
-    let mut logs: std::collections::HashMap<&str, Vec<f64>> = Default::default();
-    let mut first = Vec::new();
-    for (i, s) in samples.iter().enumerate() {
-        let e = logs.entry(s.matrix.as_str()).or_insert_with(|| {
-            order.push(&s.matrix);
-            first.push(i);
-            Vec::new()
-        });
-        e.push(s.ms.ln());
-    }
-    let levels = order
-        .iter()
-        .map(|m| {
-            let v = logs.get_mut(m).expect("every matrix has samples");
-            v.sort_by(f64::total_cmp);
-            let k = v.len();
-            (v[(k - 1) / 2] + v[k / 2]) / 2.0
-        })
-        .collect();
-    (levels, first)
-}
-
-/// The level of each sample's matrix.
-fn sample_levels(samples: &[PerfSample], levels: &[f64], first: &[usize]) -> Vec<f64> {
-    let at: std::collections::HashMap<&str, f64> = first
-        .iter()
-        .zip(levels)
-        .map(|(&i, &l)| (samples[i].matrix.as_str(), l))
-        .collect();
-    samples.iter().map(|s| at[s.matrix.as_str()]).collect()
 }
 
 impl PerfModel {
@@ -323,12 +256,8 @@ impl PerfModel {
     /// columns it was fitted with; a vector that gives work to a kernel it does
     /// not know gets NaN (it cannot say anything about that kernel).
     pub fn predict_ms(&self, x: &[f64]) -> f64 {
-        self.project(x).map_or(f64::NAN, |v| {
-            let level = self.level.as_ref().map_or(0.0, |l| {
-                l.predict(&v[..matrix_columns(&self.features).min(v.len())])
-            });
-            (level + self.model.predict(&v)).exp()
-        })
+        self.project(x)
+            .map_or(f64::NAN, |v| self.model.predict(&v).exp())
     }
 
     /// The kernels this model knows: those with share columns in its layout.
@@ -342,9 +271,8 @@ impl PerfModel {
             .collect()
     }
 
-    /// `x` (this build's layout) in the model's own layout (stage-1 features
-    /// appended after it was fitted left out), or `None` when `x` puts a share
-    /// on a column the model lacks.
+    /// `x` (this build's layout) in the model's own layout, or `None` when `x`
+    /// puts a share on a column the model lacks.
     fn project(&self, x: &[f64]) -> Option<Vec<f64>> {
         let current = perf_features();
         if self.features == current {
@@ -357,29 +285,16 @@ impl PerfModel {
             used[at] = true;
             v.push(x[at]);
         }
-        // Matrix features appended after the model was fitted are simply not
-        // read; work given to a kernel it does not know cannot be priced.
-        let shares = STAGE1_FEATURES.len() + PERF_EXTRA.len();
-        let dropped_work = (shares..x.len()).any(|i| !used[i] && x[i] != 0.0);
-        (!dropped_work).then_some(v)
+        let dropped_nonzero = x.iter().zip(&used).any(|(xi, u)| !u && *xi != 0.0);
+        (!dropped_nonzero).then_some(v)
     }
 
-    /// Checks the layout against this build and every tree: a prefix of this
-    /// build's stage-1 features (features are only appended), the extra
-    /// features, then share columns of kernels this build knows, in
-    /// [`KernelId::all`] order (a kernel added to the pool after the model was
-    /// fitted is simply absent: the model predicts nothing for it).
+    /// Checks the layout against this build and every tree: the stage-1 and
+    /// extra features in this build's order, then share columns of kernels this
+    /// build knows, in [`KernelId::all`] order (a kernel added to the pool after
+    /// the model was fitted is simply absent: the model predicts nothing for it).
     pub(crate) fn validate(&self) -> Result<(), SelectorError> {
-        let stage1 = self
-            .features
-            .iter()
-            .position(|f| f == PERF_EXTRA[0])
-            .unwrap_or(self.features.len())
-            .min(STAGE1_FEATURES.len());
-        let mut expected: Vec<String> = STAGE1_FEATURES[..stage1]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut expected: Vec<String> = STAGE1_FEATURES.iter().map(|s| s.to_string()).collect();
         expected.extend(PERF_EXTRA.iter().map(|s| s.to_string()));
         for k in self.kernels() {
             expected.push(format!("nnz_share_{}", k.name()));
@@ -387,10 +302,6 @@ impl PerfModel {
         }
         let exp: Vec<&str> = expected.iter().map(String::as_str).collect();
         crate::model::first_difference(3, &self.features, &exp)?;
-        if let Some(l) = &self.level {
-            l.validate(matrix_columns(&self.features))
-                .map_err(|e| SelectorError::InvalidModel(format!("performance level: {e}")))?;
-        }
         self.model
             .validate(self.features.len())
             .map_err(|e| SelectorError::InvalidModel(format!("performance model: {e}")))
@@ -448,19 +359,19 @@ mod tests {
     use super::*;
     use sparse::Csr;
 
-    /// The fixture's performance part: fitted before merge_tile existed and
-    /// before the appended features (`tests/data`, a cut-down copy of the H100
-    /// f32 model shipped until then).
-    fn old_h100_perf() -> PerfModel {
+    /// The shipped H100 f32 model's performance part, fitted before merge_tile
+    /// existed (the test fails if models/ lacks it: it ships with the repository;
+    /// the f64 model was refitted with merge_tile, the f32 one was kept).
+    fn shipped_h100_perf() -> PerfModel {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/h100-f32-before-merge-tile.json");
-        let m = crate::Model::load(&path).expect("the fixture model loads");
+            .join("../../models/nvidia-h100-80gb-hbm3-f32.json");
+        let m = crate::Model::load(&path).expect("the shipped H100 model loads");
         m.perf().expect("it carries a performance model").clone()
     }
 
     #[test]
     fn a_perf_model_older_than_a_kernel_predicts_as_before_and_not_for_it() {
-        let perf = old_h100_perf();
+        let perf = shipped_h100_perf();
         assert!(perf.features.len() < perf_features().len());
         let known = perf.kernels();
         assert!(known.contains(&KernelId::MergePath) && !known.contains(&KernelId::MergeTile));
@@ -494,54 +405,8 @@ mod tests {
     }
 
     #[test]
-    fn plans_of_one_matrix_are_ordered_by_differences_far_below_the_size_spread() {
-        // Matrices over three decades of size; on each, kernel i takes 2% more
-        // than kernel i - 1: differences a model of absolute log time blurs.
-        let kernels = KernelId::all();
-        let mut samples = Vec::new();
-        for (i, n) in [8usize, 12, 20, 30, 45, 70, 100, 150, 220, 300]
-            .iter()
-            .enumerate()
-        {
-            let f = Features::of(&sparse::gen::stencil_2d(*n, *n + i).unwrap());
-            let base = 1e-5 * feature(&f, "nnz");
-            for (j, k) in kernels.iter().enumerate() {
-                samples.push(PerfSample {
-                    matrix: format!("m{i}"),
-                    x: single_vector(&f, *k),
-                    ms: base * 1.02f64.powi(j as i32),
-                });
-            }
-        }
-        let p = fit_perf(&samples, PerfParams::default()).unwrap();
-        assert!(p.level.is_some());
-        assert!(p.validate().is_ok());
-        let f = Features::of(&sparse::gen::stencil_2d(90, 80).unwrap());
-        let pred: Vec<f64> = kernels
-            .iter()
-            .map(|k| p.predict_ms(&single_vector(&f, *k)))
-            .collect();
-        for w in pred.windows(2) {
-            assert!(w[0] < w[1], "{pred:?}");
-        }
-        // The level follows the size: on the matrices it was fitted on, within
-        // 25% of the median plan's time (leaves of 3 cannot reach the extremes).
-        let n = matrix_columns(&p.features);
-        let level = p.level.as_ref().unwrap();
-        for s in samples.iter().step_by(kernels.len()).skip(2).take(7) {
-            let truth = s.ms * 1.02f64.powf(5.5);
-            let got = level.predict(&s.x[..n]).exp();
-            assert!(
-                (got / truth - 1.0).abs() < 0.25,
-                "{}: {got} vs {truth}",
-                s.matrix
-            );
-        }
-    }
-
-    #[test]
     fn a_perf_layout_with_an_unknown_or_misplaced_column_is_refused() {
-        let mut perf = old_h100_perf();
+        let mut perf = shipped_h100_perf();
         assert!(perf.validate().is_ok());
         let n = perf.features.len();
         perf.features.swap(n - 1, n - 3);

@@ -19,7 +19,7 @@ pub mod spmv;
 pub use binning::{Binning, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
 pub use csr::{Csr, MAX_DIM};
 pub use error::SparseError;
-pub use features::{Features, FEATURES_V1_LEN, FEATURE_NAMES};
+pub use features::{Features, FEATURE_NAMES};
 pub use plan::{KernelId, Plan};
 pub use precision::{ParsePrecisionError, Precision, Precisions};
 pub use scalar::Scalar;

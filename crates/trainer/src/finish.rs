@@ -50,9 +50,6 @@ pub struct Finish<'a> {
     pub card_extra: serde_json::Value,
     /// How the performance model is fitted.
     pub perf: selector::PerfParams,
-    /// A folder of earlier models to score on the same held-out matrices, beside
-    /// the new ones (`--compare-models`).
-    pub compare_with: Option<PathBuf>,
 }
 
 /// What one precision produced.
@@ -151,11 +148,6 @@ impl Finish<'_> {
         pipeline::print_summary(&format!("{tag}: all held-out matrices"), &all);
         pipeline::print_summary(&format!("{tag}: held-out real SuiteSparse matrices"), &real);
         println!("   evaluation took {:.0} s", t0.elapsed().as_secs_f64());
-        if let Some(dir) = &self.compare_with {
-            let path = dir.join(pipeline::model_file_name(&self.device, precision));
-            self.compare(ev, &path, &test, &test_real, precision)
-                .await?;
-        }
         if let Some(m) = model.card.metrics.as_object_mut() {
             m.insert("test_all".into(), serde_json::to_value(&all)?);
             m.insert("test_real".into(), serde_json::to_value(&real)?);
@@ -183,39 +175,6 @@ impl Finish<'_> {
             all,
             real,
         })
-    }
-
-    /// Scores the earlier model file `path` on the same held-out matrices with
-    /// the same evaluator and prints its summaries (nothing when it is absent).
-    async fn compare(
-        &self,
-        ev: &Evaluator<'_>,
-        path: &Path,
-        test: &[&Labelled],
-        test_real: &[&Labelled],
-        precision: Precision,
-    ) -> Result<()> {
-        if !path.is_file() {
-            println!("   no earlier model at {} to compare with", path.display());
-            return Ok(());
-        }
-        let old = Model::load(path)?;
-        let rows = self.evaluate(ev, &old, test, precision).await?;
-        let real: Vec<EvalRow> = rows
-            .iter()
-            .filter(|r| r.source == "suitesparse")
-            .cloned()
-            .collect();
-        for (scope, rows, labelled) in [("all", &rows, test), ("real", &real, test_real)] {
-            let mut s = evaluate::summarize(rows);
-            s.perf = crate::perf_eval::evaluate(&old, labelled, rows);
-            let tag = format!(
-                "{precision}: earlier model {}, {scope} held-out",
-                path.display()
-            );
-            pipeline::print_summary(&tag, &s);
-        }
-        Ok(())
     }
 
     async fn evaluate(

@@ -113,10 +113,6 @@ struct Common {
     /// Shrinkage of each tree of the performance model.
     #[arg(long, global = true, default_value_t = selector::PerfParams::default().rate)]
     perf_rate: f64,
-    /// Folder of earlier models (e.g. `models`) to score on the same held-out
-    /// matrices beside the new ones, for a before/after comparison.
-    #[arg(long, global = true, value_name = "DIR")]
-    compare_models: Option<PathBuf>,
     /// Device class of the rule baseline (`gpu` or `cpu`); default: the device's kind
     /// (with `fit --from-db`: guessed from the stored name and vendor).
     #[arg(long, global = true)]
@@ -306,7 +302,6 @@ impl Common {
                 rate: self.perf_rate,
                 ..selector::PerfParams::default()
             },
-            compare_with: self.compare_models.clone(),
         })
     }
 

@@ -206,28 +206,15 @@ impl Finish<'_> {
                     )
                     .await?;
                     let a = item.load()?;
-                    let row = match precision {
-                        Precision::F32 => evaluate::evaluate_stored(
-                            self.class,
-                            model,
-                            &setup,
-                            &item.name,
-                            &item.source,
-                            &a.cast::<f32>(),
-                            &l.labels,
-                            &times,
-                        ),
-                        Precision::F64 => evaluate::evaluate_stored(
-                            self.class,
-                            model,
-                            &setup,
-                            &item.name,
-                            &item.source,
-                            &a,
-                            &l.labels,
-                            &times,
-                        ),
-                    };
+                    let row = evaluate::evaluate_stored(
+                        self.class,
+                        model,
+                        &setup,
+                        (&item.name, &item.source),
+                        (&a, precision),
+                        &l.labels,
+                        &times,
+                    );
                     rows.push(row?);
                 }
                 Ok(rows)
@@ -268,16 +255,9 @@ pub async fn labelled_from_store(
         if !known.contains(&item.name) {
             continue;
         }
-        let a64 = item.load()?;
-        let l = match precision {
-            Precision::F32 => {
-                let a = a64.cast::<f32>();
-                from_store(store, (device, context), precision, i, item, &a).await?
-            }
-            Precision::F64 => {
-                from_store(store, (device, context), precision, i, item, &a64).await?
-            }
-        };
+        let a = item.load()?;
+        let a = label::in_precision(&a, precision);
+        let l = from_store(store, (device, context), precision, i, item, &a).await?;
         match l {
             Some(Some(l)) => out.push(l),
             Some(None) => partial.push(item.name.clone()),
@@ -289,13 +269,13 @@ pub async fn labelled_from_store(
 
 /// `None`: the matrix is not in the database in this precision; `Some(None)`:
 /// its labels are incomplete.
-async fn from_store<T: sparse::Scalar>(
+async fn from_store(
     store: &Store,
     (device, context): (DeviceId, ContextId),
     precision: Precision,
     idx: usize,
     item: &Item,
-    a: &sparse::Csr<T>,
+    a: &sparse::Csr<f64>,
 ) -> Result<Option<Option<Labelled>>> {
     let Some(m) = store.matrix_by_hash(&a.content_hash()).await? else {
         return Ok(None);

@@ -9,7 +9,7 @@ use crate::evaluate::{self, EvalRow, Summary};
 use crate::label::{LabelOptions, Labeller, MatrixLabels};
 use crate::split::{kind_class, size_bucket, split, Side};
 use anyhow::{Context, Result};
-use engine::{DeviceScalar, Engine};
+use engine::Engine;
 use indicatif::{ProgressBar, ProgressStyle};
 use selector::{Model, ParamGuard, Stage1Sample, Stage2Sample, TrainParams, Weighting};
 use sparse::Csr;
@@ -43,6 +43,23 @@ pub struct LabelledCorpus {
     pub interrupted: bool,
     /// Wall time spent, seconds.
     pub seconds: f64,
+}
+
+impl LabelledCorpus {
+    /// The labels of one precision.
+    pub fn of(&self, p: Precision) -> &[Labelled] {
+        match p {
+            Precision::F32 => &self.f32,
+            Precision::F64 => &self.f64,
+        }
+    }
+
+    fn of_mut(&mut self, p: Precision) -> &mut Vec<Labelled> {
+        match p {
+            Precision::F32 => &mut self.f32,
+            Precision::F64 => &mut self.f64,
+        }
+    }
 }
 
 /// The device and database the trainer works with.
@@ -115,15 +132,15 @@ fn progress(n: usize, what: &str) -> ProgressBar {
     pb
 }
 
-async fn label_one<T: DeviceScalar>(
+async fn label_one(
     lab: &Labeller<'_>,
     item: &Item,
     idx: usize,
-    a: &Csr<T>,
+    (a, precision): (&Csr<f64>, Precision),
     deadline: Option<Instant>,
 ) -> Result<Option<Labelled>> {
     Ok(lab
-        .label(&item.name, &item.source, a, deadline)
+        .label(&item.name, &item.source, a, precision, deadline)
         .await?
         .map(|labels| Labelled {
             item: idx,
@@ -169,15 +186,8 @@ pub async fn label_corpus(
             }
         };
         for &p in precisions {
-            let r = match p {
-                Precision::F32 => label_one(&lab, item, i, &a.cast::<f32>(), deadline)
-                    .await
-                    .map(|l| l.map(|l| out.f32.push(l))),
-                Precision::F64 => label_one(&lab, item, i, &a, deadline)
-                    .await
-                    .map(|l| l.map(|l| out.f64.push(l))),
-            };
-            match r {
+            let r = label_one(&lab, item, i, (&a, p), deadline).await;
+            match r.map(|l| l.map(|l| out.of_mut(p).push(l))) {
                 Ok(Some(())) => {}
                 Ok(None) => out.interrupted = true,
                 Err(e) => out
@@ -462,34 +472,16 @@ pub async fn evaluate_labelled(
         let item = &items[l.item];
         pb.set_message(item.name.clone());
         let a = item.load()?;
-        let row = match precision {
-            Precision::F32 => {
-                evaluate::evaluate_matrix(
-                    &lab,
-                    class,
-                    model,
-                    &setup,
-                    &item.name,
-                    &item.source,
-                    &a.cast::<f32>(),
-                    &l.labels,
-                )
-                .await
-            }
-            Precision::F64 => {
-                evaluate::evaluate_matrix(
-                    &lab,
-                    class,
-                    model,
-                    &setup,
-                    &item.name,
-                    &item.source,
-                    &a,
-                    &l.labels,
-                )
-                .await
-            }
-        };
+        let row = evaluate::evaluate_matrix(
+            &lab,
+            class,
+            model,
+            &setup,
+            (&item.name, &item.source),
+            (&a, precision),
+            &l.labels,
+        )
+        .await;
         match row {
             Ok(r) => rows.push(r),
             Err(e) => eprintln!("evaluate: {} failed: {e:#}", item.name),

@@ -91,7 +91,7 @@ pub struct Engine {
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
 /// since OpenCL has no zero-sized buffers (kernels never read it then).
-fn read_only_copy<P: ocl::OclPrm>(q: &Queue, data: &[P]) -> Result<Buffer<P>> {
+pub(crate) fn read_only_copy<P: ocl::OclPrm>(q: &Queue, data: &[P]) -> Result<Buffer<P>> {
     let b = Buffer::<P>::builder()
         .queue(q.clone())
         .flags(ocl::flags::MEM_READ_ONLY)

@@ -2,6 +2,7 @@
 //! row blocks, merge-path offsets and carries, kernels with their arguments
 //! bound), built once so repeated SpMVs do no host analysis.
 
+use crate::engine::read_only_copy;
 use crate::error::{EngineError, Result};
 use crate::kernels::{entry_point, DeviceScalar, KernelParams};
 use crate::matrix::DeviceMatrix;
@@ -242,18 +243,6 @@ fn round_up(n: usize, m: usize) -> usize {
     n.div_ceil(m) * m
 }
 
-fn u32_buffer(queue: &Queue, data: &[u32]) -> Result<Buffer<u32>> {
-    let b = Buffer::<u32>::builder()
-        .queue(queue.clone())
-        .flags(ocl::flags::MEM_READ_ONLY)
-        .len(data.len().max(1));
-    Ok(if data.is_empty() {
-        b.build()?
-    } else {
-        b.copy_host_slice(data).build()?
-    })
-}
-
 fn t_buffer<T: DeviceScalar>(queue: &Queue, len: usize) -> Result<Buffer<T>> {
     Ok(Buffer::<T>::builder()
         .queue(queue.clone())
@@ -292,6 +281,23 @@ pub(crate) fn build_steps<T: DeviceScalar>(
     }
 }
 
+/// A kernel builder for entry point `name` of the matrix's program, with its
+/// queue and launch geometry `(global, local)`: the caller adds the arguments.
+fn launch<'b, T: DeviceScalar>(
+    queue: &Queue,
+    m: &'b DeviceMatrix<T>,
+    name: impl Into<String>,
+    (gws, lws): (usize, usize),
+) -> KernelBuilder<'b> {
+    let mut b = Kernel::builder();
+    b.program(&m.program)
+        .name(name)
+        .queue(queue.clone())
+        .global_work_size(gws)
+        .local_work_size(lws);
+    b
+}
+
 /// The launch geometry `(global, local)` of a row kernel over `n` rows.
 fn row_kernel_geometry(p: &KernelParams, kernel: KernelId, n: usize) -> Result<(usize, usize)> {
     Ok(match kernel {
@@ -321,16 +327,11 @@ fn row_kernel_steps<T: DeviceScalar>(
     let n = rows.len();
     let (use_list, base, list) = match rows {
         RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
-        RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
+        RowSet::List(v) => (1u32, 0u32, read_only_copy(queue, v)?),
     };
     let (gws, lws) = row_kernel_geometry(p, kernel, n)?;
     check_gws(gws / lws, &kernel.name())?;
-    let k = Kernel::builder()
-        .program(&m.program)
-        .name(entry_point(kernel))
-        .queue(queue.clone())
-        .global_work_size(gws)
-        .local_work_size(lws)
+    let k = launch(queue, m, entry_point(kernel), (gws, lws))
         .arg(n as u32)
         .arg(use_list)
         .arg(base)
@@ -352,17 +353,13 @@ fn csr_adaptive_steps<T: DeviceScalar>(
     rows: &RowSet,
 ) -> Result<Vec<Kernel>> {
     let rb = RowBlocks::build(&m.row_ptr_host, &rows.runs(), p);
-    let blocks = u32_buffer(queue, &rb.blocks)?;
-    let slots = u32_buffer(queue, &rb.slots)?;
+    let blocks = read_only_copy(queue, &rb.blocks)?;
+    let slots = read_only_copy(queue, &rb.slots)?;
     let nslots = *rb.long_ptr.last().unwrap_or(&0) as usize;
     let partials = t_buffer::<T>(queue, nslots)?;
     check_gws(rb.num_blocks(), "csr_adaptive")?;
-    let mut steps = vec![Kernel::builder()
-        .program(&m.program)
-        .name("spmv_csr_adaptive")
-        .queue(queue.clone())
-        .global_work_size(rb.num_blocks() * p.adaptive_wg)
-        .local_work_size(p.adaptive_wg)
+    let geometry = (rb.num_blocks() * p.adaptive_wg, p.adaptive_wg);
+    let mut steps = vec![launch(queue, m, "spmv_csr_adaptive", geometry)
         .arg(&blocks)
         .arg(&slots)
         .arg(&m.row_ptr)
@@ -374,15 +371,11 @@ fn csr_adaptive_steps<T: DeviceScalar>(
         .build()?];
     if !rb.long_rows.is_empty() {
         let nl = rb.long_rows.len();
-        let long_rows = u32_buffer(queue, &rb.long_rows)?;
-        let long_ptr = u32_buffer(queue, &rb.long_ptr)?;
+        let long_rows = read_only_copy(queue, &rb.long_rows)?;
+        let long_ptr = read_only_copy(queue, &rb.long_ptr)?;
+        let geometry = (round_up(nl, p.wg_size), p.wg_size);
         steps.push(
-            Kernel::builder()
-                .program(&m.program)
-                .name("spmv_csr_adaptive_long_rows")
-                .queue(queue.clone())
-                .global_work_size(round_up(nl, p.wg_size))
-                .local_work_size(p.wg_size)
+            launch(queue, m, "spmv_csr_adaptive_long_rows", geometry)
                 .arg(nl as u32)
                 .arg(&long_rows)
                 .arg(&long_ptr)
@@ -435,14 +428,14 @@ fn merge_rows<T: DeviceScalar>(
     }
     let (use_list, base, list) = match rows {
         RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
-        RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
+        RowSet::List(v) => (1u32, 0u32, read_only_copy(queue, v)?),
     };
     Ok(MergeRows {
         n,
         use_list,
         base,
         list,
-        list_ptr: u32_buffer(queue, &lp)?,
+        list_ptr: read_only_copy(queue, &lp)?,
         nnz: acc,
     })
 }
@@ -456,15 +449,10 @@ fn merge_pass<'b, T: DeviceScalar>(
     m: &'b DeviceMatrix<T>,
     r: &'b MergeRows,
     name: &'static str,
-    (gws, lws): (usize, usize),
+    geometry: (usize, usize),
 ) -> KernelBuilder<'b> {
-    let mut b = Kernel::builder();
-    b.program(&m.program)
-        .name(name)
-        .queue(queue.clone())
-        .global_work_size(gws)
-        .local_work_size(lws)
-        .arg(r.n as u32)
+    let mut b = launch(queue, m, name, geometry);
+    b.arg(r.n as u32)
         .arg(r.nnz as u32)
         .arg(r.use_list)
         .arg(r.base)
@@ -486,17 +474,12 @@ fn merge_fixup<'b, T: DeviceScalar>(
     m: &'b DeviceMatrix<T>,
     r: &'b MergeRows,
     name: &'static str,
-    (gws, lws): (usize, usize),
+    geometry: (usize, usize),
     count: usize,
     carry: (&'b Buffer<u32>, &'b Buffer<T>),
 ) -> KernelBuilder<'b> {
-    let mut b = Kernel::builder();
-    b.program(&m.program)
-        .name(name)
-        .queue(queue.clone())
-        .global_work_size(gws)
-        .local_work_size(lws)
-        .arg(count as u32)
+    let mut b = launch(queue, m, name, geometry);
+    b.arg(count as u32)
         .arg(r.use_list)
         .arg(r.base)
         .arg(&r.list)

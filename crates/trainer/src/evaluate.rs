@@ -176,9 +176,7 @@ pub async fn evaluate_matrix(
         .zip(best_ms[2..2 + KernelId::all().len()].iter().copied())
         .collect();
     Ok(assemble(Measured {
-        name,
-        source,
-        dims: (a.nrows(), a.ncols(), a.nnz()),
+        matrix: (name, source, a),
         overhead_ms,
         features_ms,
         prepare_ms,
@@ -243,10 +241,8 @@ struct FirstCall {
 
 /// What one evaluation measured of a matrix; [`assemble`] makes the row.
 struct Measured<'a> {
-    name: &'a str,
-    source: &'a str,
-    /// Rows, columns, nonzeros.
-    dims: (usize, usize, usize),
+    /// The matrix's name, source, and the matrix (for its dimensions).
+    matrix: (&'a str, &'a str, &'a Csr<f64>),
     overhead_ms: f64,
     features_ms: f64,
     prepare_ms: f64,
@@ -286,12 +282,13 @@ fn assemble(m: Measured<'_>) -> EvalRow {
         .filter(|t| t.is_finite() && *t > 0.0)
         .fold(m.oracle.1, f64::min);
     let (hits, bins) = stage2_hits(m.labels, m.plan);
+    let (name, source, a) = m.matrix;
     EvalRow {
-        matrix: m.name.to_string(),
-        source: m.source.to_string(),
-        nrows: m.dims.0,
-        ncols: m.dims.1,
-        nnz: m.dims.2,
+        matrix: name.to_string(),
+        source: source.to_string(),
+        nrows: a.nrows(),
+        ncols: a.ncols(),
+        nnz: a.nnz(),
         overhead_ms: m.overhead_ms,
         features_ms: m.features_ms,
         prepare_ms: m.prepare_ms,
@@ -384,9 +381,7 @@ pub fn evaluate_stored(
         })
         .collect();
     Ok(assemble(Measured {
-        name,
-        source,
-        dims: (a.nrows(), a.ncols(), a.nnz()),
+        matrix: (name, source, a),
         overhead_ms,
         features_ms,
         prepare_ms: f64::NAN,

@@ -594,6 +594,23 @@ impl Labeller<'_> {
     }
 }
 
+/// The measurements the database holds for a matrix on a device in one
+/// precision and measurement context.
+async fn stored_in_context(
+    store: &Store,
+    matrix: MatrixId,
+    device: DeviceId,
+    precision: Precision,
+    context: ContextId,
+) -> Result<impl Iterator<Item = NewMeasurement>> {
+    Ok(store
+        .measurements_for(matrix, device, precision)
+        .await?
+        .into_iter()
+        .map(|m| m.data)
+        .filter(move |m| m.key.context == context))
+}
+
 /// The timings the database holds for a matrix in one context, by key.
 async fn stored_timings(
     store: &Store,
@@ -602,12 +619,9 @@ async fn stored_timings(
     precision: Precision,
     context: ContextId,
 ) -> Result<HashMap<MeasurementKey, Timed>> {
-    Ok(store
-        .measurements_for(matrix, device, precision)
+    Ok(stored_in_context(store, matrix, device, precision, context)
         .await?
-        .into_iter()
-        .filter(|m| m.data.key.context == context)
-        .map(|m| (m.data.key.clone(), Timed::stored(&m.data)))
+        .map(|m| (m.key.clone(), Timed::stored(&m)))
         .collect())
 }
 
@@ -678,13 +692,10 @@ pub async fn stored_plan_times(
     context: ContextId,
     matrix: MatrixId,
 ) -> Result<HashMap<String, f64>> {
-    Ok(store
-        .measurements_for(matrix, device, precision)
+    Ok(stored_in_context(store, matrix, device, precision, context)
         .await?
-        .into_iter()
-        .filter(|m| m.data.key.context == context)
-        .filter_map(|m| match m.data.key.target {
-            Target::Plan(json) => Some((json, m.data.median_ms)),
+        .filter_map(|m| match m.key.target {
+            Target::Plan(json) => Some((json, m.median_ms)),
             Target::Bin { .. } => None,
         })
         .collect())

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use engine::{DeviceScalar, Engine, LaunchMode};
+use engine::{Engine, LaunchMode};
 use sparse::mm::{read_path, ReadOptions};
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};
 use std::io::{BufWriter, Write};
@@ -123,19 +123,18 @@ fn plan_for(
     })
 }
 
-fn compute<T: DeviceScalar>(
+/// y = A x in `precision` (values and x rounded to it), y widened to `f64`.
+fn compute(
     e: &Engine,
     a: &Csr<f64>,
     x: &[f64],
     plan: &Plan,
+    precision: sparse::Precision,
     mode: LaunchMode,
 ) -> Result<(Vec<f64>, engine::Timings)> {
-    let a: Csr<T> = a.cast();
-    let x: Vec<T> = x.iter().map(|&v| T::from_f64(v)).collect();
-    let m = e.upload(&a)?;
-    let pp = e.prepare(&m, plan, mode)?;
-    let (y, t) = e.execute(&m, &pp, &x)?;
-    Ok((y.into_iter().map(|v| v.to_f64()).collect(), t))
+    let m = e.upload_as(a, precision)?;
+    let pp = e.prepare_any(&m, plan, mode)?;
+    Ok(e.execute_any(&m, &pp, x)?)
 }
 
 /// Runs `spmv run`.
@@ -182,23 +181,15 @@ pub fn run(args: Args) -> Result<()> {
     };
     let out = std::io::stdout();
     let mut w = BufWriter::new(out.lock());
-    let t = match args.precision {
-        sparse::Precision::F32 => {
-            let (y, t) = compute::<f32>(&e, &a, &x, &plan, mode)?;
+    let (y, t) = compute(&e, &a, &x, &plan, args.precision, mode)?;
+    for v in y {
+        if args.precision == sparse::Precision::F32 {
             // Values came from f32: print them as f32 so the shortest round-trip form is used.
-            for v in y {
-                writeln!(w, "{}", v as f32)?;
-            }
-            t
+            writeln!(w, "{}", v as f32)?;
+        } else {
+            writeln!(w, "{v}")?;
         }
-        sparse::Precision::F64 => {
-            let (y, t) = compute::<f64>(&e, &a, &x, &plan, mode)?;
-            for v in y {
-                writeln!(w, "{v}")?;
-            }
-            t
-        }
-    };
+    }
     w.flush()?;
     eprintln!(
         "{} x {} ({} nonzeros) on {}: {what}; kernel {:.3} ms, end-to-end {:.3} ms",

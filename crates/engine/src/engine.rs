@@ -91,7 +91,7 @@ pub struct Engine {
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
 /// since OpenCL has no zero-sized buffers (kernels never read it then).
-fn read_only_copy<P: ocl::OclPrm>(q: &Queue, data: &[P]) -> Result<Buffer<P>> {
+pub(crate) fn read_only_copy<P: ocl::OclPrm>(q: &Queue, data: &[P]) -> Result<Buffer<P>> {
     let b = Buffer::<P>::builder()
         .queue(q.clone())
         .flags(ocl::flags::MEM_READ_ONLY)
@@ -119,6 +119,14 @@ fn pinned<T: DeviceScalar>(q: &Queue, len: usize) -> Result<(Buffer<T>, ocl::Mem
             .enq()?
     };
     Ok((b, map))
+}
+
+/// Fills the staging buffer with a copy of `x` (its length already checked).
+fn copy_into<T: DeviceScalar>(x: &[T]) -> impl FnOnce(&mut [T]) -> Result<()> + '_ {
+    move |staged| {
+        staged.copy_from_slice(x);
+        Ok(())
+    }
 }
 
 fn event_ns(ev: &Event) -> Result<u64> {
@@ -492,26 +500,6 @@ impl Engine {
         Ok(Some(ev))
     }
 
-    /// Copies x into the matrix's pinned buffer and uploads it from there;
-    /// returns the upload's profiling event.
-    fn upload_x<T: DeviceScalar>(
-        &self,
-        m: &DeviceMatrix<T>,
-        st: &mut Staging<T>,
-        x: &[T],
-    ) -> Result<Option<Event>> {
-        if x.is_empty() {
-            return Ok(None);
-        }
-        st.x[..x.len()].copy_from_slice(x);
-        let mut ev = Event::empty();
-        m.x.write(&st.x[..x.len()])
-            .queue(&self.queue)
-            .enew(&mut ev)
-            .enq()?;
-        Ok(Some(ev))
-    }
-
     /// y = A x with a prepared plan: uploads x, runs the launches, downloads y
     /// (both transfers through pinned host memory). The timings give the kernel,
     /// upload and download times apart, from OpenCL profiling events.
@@ -522,15 +510,7 @@ impl Engine {
         x: &[T],
     ) -> Result<(Vec<T>, Timings)> {
         self.check_call(m, pp, x)?;
-        self.execute_with(
-            m,
-            pp,
-            |staged: &mut [T]| {
-                staged.copy_from_slice(x);
-                Ok::<(), EngineError>(())
-            },
-            |y: &[T]| y.to_vec(),
-        )
+        self.execute_with(m, pp, copy_into(x), |y: &[T]| y.to_vec())
     }
 
     /// y = A x like [`Engine::execute`], but `fill_x` writes x straight into the
@@ -706,12 +686,9 @@ impl Engine {
         warmup: usize,
         reps: usize,
     ) -> Result<TimeStats> {
-        let policy = TimingPolicy {
-            warmup,
-            ci_target: 0.0,
-            ..TimingPolicy::default()
-        };
-        self.timed(m, pp, x, &policy, warmup, reps)
+        self.check_call(m, pp, x)?;
+        let policy = TimingPolicy::fixed(warmup);
+        self.timed(m, pp, copy_into(x), &policy, warmup, reps)
     }
 
     /// Times a prepared plan under `policy`, given an estimate of one call (ms,
@@ -727,25 +704,31 @@ impl Engine {
         policy: &TimingPolicy,
         estimate_ms: f64,
     ) -> Result<TimeStats> {
+        self.check_call(m, pp, x)?;
         let warmup = policy.warmup_for(estimate_ms);
-        self.timed(m, pp, x, policy, warmup, policy.reps_for(estimate_ms))
+        let first = policy.reps_for(estimate_ms);
+        self.timed(m, pp, copy_into(x), policy, warmup, first)
     }
 
-    /// The one timing loop: x uploaded once, `warmup` untimed calls, `first`
-    /// timed ones, then the policy's adaptive batches.
-    fn timed<T: DeviceScalar>(
+    /// The one timing loop: x written by `fill_x` into the staging buffer and
+    /// uploaded once, `warmup` untimed calls, `first` timed ones, then the
+    /// policy's adaptive batches.
+    pub(crate) fn timed<T: DeviceScalar>(
         &self,
         m: &DeviceMatrix<T>,
         pp: &PreparedPlan<T>,
-        x: &[T],
+        fill_x: impl FnOnce(&mut [T]) -> Result<()>,
         policy: &TimingPolicy,
         warmup: usize,
         first: usize,
     ) -> Result<TimeStats> {
-        self.check_call(m, pp, x)?;
+        if pp.matrix_id != m.id {
+            return Err(EngineError::WrongMatrix);
+        }
         let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
+        fill_x(&mut st.x[..m.ncols])?;
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
-        self.upload_x(m, &mut st, x)?;
+        self.upload_staged_x(m, &st)?;
         for _ in 0..warmup {
             self.enqueue_all(&steps)?;
             self.queue.finish()?;

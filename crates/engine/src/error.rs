@@ -60,6 +60,10 @@ pub enum EngineError {
     /// A prepared plan was used with a different matrix than the one it was made for.
     #[error("the prepared plan was made for another matrix")]
     WrongMatrix,
+    /// A value of the matrix is not finite in the precision it was to be uploaded
+    /// in (it overflows `f32`); the text names the row, column and precision.
+    #[error("{0}")]
+    NonFinite(String),
     /// The engine's configuration is invalid (kernel parameters, warp-shuffle setting).
     #[error("engine configuration: {0}")]
     Config(String),

@@ -1,7 +1,10 @@
 //! The kernel pool: OpenCL sources (embedded from `kernels/` so the binary runs
 //! from anywhere), build options per precision, and the registry of kernels.
 
+use crate::any::{AnyMatrix, AnyPlan, Values};
 use crate::config::ReductionPath;
+use crate::matrix::DeviceMatrix;
+use crate::prepared::PreparedPlan;
 use sparse::{KernelId, Scalar};
 
 /// Shared prelude (value type, row-list helper), prepended to every program.
@@ -50,14 +53,38 @@ pub use sparse::Precision;
 pub trait DeviceScalar: Scalar + ocl::OclPrm {
     /// The precision of this type.
     const PRECISION: Precision;
+    /// A matrix of this type as an [`AnyMatrix`].
+    fn any_matrix(m: DeviceMatrix<Self>) -> AnyMatrix;
+    /// A plan of this type as an [`AnyPlan`].
+    fn any_plan(p: PreparedPlan<Self>) -> AnyPlan;
+    /// Values of this type as [`Values`].
+    fn values(v: &[Self]) -> Values<'_>;
 }
 
 impl DeviceScalar for f32 {
     const PRECISION: Precision = Precision::F32;
+    fn any_matrix(m: DeviceMatrix<f32>) -> AnyMatrix {
+        AnyMatrix::F32(m)
+    }
+    fn any_plan(p: PreparedPlan<f32>) -> AnyPlan {
+        AnyPlan::F32(p)
+    }
+    fn values(v: &[f32]) -> Values<'_> {
+        Values::F32(v)
+    }
 }
 
 impl DeviceScalar for f64 {
     const PRECISION: Precision = Precision::F64;
+    fn any_matrix(m: DeviceMatrix<f64>) -> AnyMatrix {
+        AnyMatrix::F64(m)
+    }
+    fn any_plan(p: PreparedPlan<f64>) -> AnyPlan {
+        AnyPlan::F64(p)
+    }
+    fn values(v: &[f64]) -> Values<'_> {
+        Values::F64(v)
+    }
 }
 
 /// Merge-path items per work-item on CPU devices.

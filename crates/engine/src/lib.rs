@@ -18,6 +18,7 @@
 //! # Ok::<(), engine::EngineError>(())
 //! ```
 
+pub mod any;
 mod build;
 mod cache;
 pub mod config;
@@ -29,6 +30,7 @@ pub mod matrix;
 pub mod prepared;
 pub mod timing;
 
+pub use any::{AnyMatrix, AnyPlan, Values, XSource};
 pub use build::ProgramStats;
 pub use config::{default_cache_dir, EngineConfig, ReductionPath, WarpShuffle};
 pub use device::{DeviceInfo, DEVICE_ENV};

@@ -2,9 +2,11 @@
 //! row blocks, merge-path offsets and carries, kernels with their arguments
 //! bound), built once so repeated SpMVs do no host analysis.
 
+use crate::engine::read_only_copy;
 use crate::error::{EngineError, Result};
 use crate::kernels::{entry_point, DeviceScalar, KernelParams};
 use crate::matrix::DeviceMatrix;
+use ocl::builders::KernelBuilder;
 use ocl::{Buffer, Kernel, Queue};
 use sparse::{Binning, KernelId, Scheme};
 use std::marker::PhantomData;
@@ -241,18 +243,6 @@ fn round_up(n: usize, m: usize) -> usize {
     n.div_ceil(m) * m
 }
 
-fn u32_buffer(queue: &Queue, data: &[u32]) -> Result<Buffer<u32>> {
-    let b = Buffer::<u32>::builder()
-        .queue(queue.clone())
-        .flags(ocl::flags::MEM_READ_ONLY)
-        .len(data.len().max(1));
-    Ok(if data.is_empty() {
-        b.build()?
-    } else {
-        b.copy_host_slice(data).build()?
-    })
-}
-
 fn t_buffer<T: DeviceScalar>(queue: &Queue, len: usize) -> Result<Buffer<T>> {
     Ok(Buffer::<T>::builder()
         .queue(queue.clone())
@@ -278,103 +268,138 @@ pub(crate) fn build_steps<T: DeviceScalar>(
     kernel: KernelId,
     rows: &RowSet,
 ) -> Result<Vec<Kernel>> {
-    let n = rows.len();
-    if n == 0 {
+    if rows.len() == 0 {
         return Ok(vec![]);
     }
-    let prog = &m.program;
-    let rp = &m.row_ptr_host;
     match kernel {
         KernelId::Serial | KernelId::Subvector(_) | KernelId::Vector => {
-            let (use_list, base, list) = match rows {
-                RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
-                RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
-            };
-            let (gws, lws) = match kernel {
-                KernelId::Serial => (round_up(n, p.wg_size), p.wg_size),
-                KernelId::Subvector(x) => {
-                    let x = x as usize;
-                    if !x.is_power_of_two() || x > p.wg_size {
-                        return Err(EngineError::InvalidPlan(format!(
-                            "subvector{x} needs a power-of-two width at most the work-group size {}",
-                            p.wg_size
-                        )));
-                    }
-                    (round_up(n * x, p.wg_size), p.wg_size)
-                }
-                _ => (n * p.vector_wg, p.vector_wg),
-            };
-            check_gws(gws / lws, &kernel.name())?;
-            let k = Kernel::builder()
-                .program(prog)
-                .name(entry_point(kernel))
-                .queue(queue.clone())
-                .global_work_size(gws)
-                .local_work_size(lws)
-                .arg(n as u32)
-                .arg(use_list)
-                .arg(base)
-                .arg(&list)
-                .arg(&m.row_ptr)
-                .arg(&m.col_idx)
-                .arg(&m.vals)
-                .arg(&m.x)
-                .arg(&m.y)
-                .build()?;
-            Ok(vec![k])
+            row_kernel_steps(queue, m, p, kernel, rows)
         }
-        KernelId::CsrAdaptive => {
-            let rb = RowBlocks::build(rp, &rows.runs(), p);
-            let blocks = u32_buffer(queue, &rb.blocks)?;
-            let slots = u32_buffer(queue, &rb.slots)?;
-            let nslots = *rb.long_ptr.last().unwrap_or(&0) as usize;
-            let partials = t_buffer::<T>(queue, nslots)?;
-            check_gws(rb.num_blocks(), "csr_adaptive")?;
-            let mut steps = vec![Kernel::builder()
-                .program(prog)
-                .name("spmv_csr_adaptive")
-                .queue(queue.clone())
-                .global_work_size(rb.num_blocks() * p.adaptive_wg)
-                .local_work_size(p.adaptive_wg)
-                .arg(&blocks)
-                .arg(&slots)
-                .arg(&m.row_ptr)
-                .arg(&m.col_idx)
-                .arg(&m.vals)
-                .arg(&m.x)
-                .arg(&m.y)
-                .arg(&partials)
-                .build()?];
-            if !rb.long_rows.is_empty() {
-                let nl = rb.long_rows.len();
-                let long_rows = u32_buffer(queue, &rb.long_rows)?;
-                let long_ptr = u32_buffer(queue, &rb.long_ptr)?;
-                steps.push(
-                    Kernel::builder()
-                        .program(prog)
-                        .name("spmv_csr_adaptive_long_rows")
-                        .queue(queue.clone())
-                        .global_work_size(round_up(nl, p.wg_size))
-                        .local_work_size(p.wg_size)
-                        .arg(nl as u32)
-                        .arg(&long_rows)
-                        .arg(&long_ptr)
-                        .arg(&partials)
-                        .arg(&m.y)
-                        .build()?,
-                );
-            }
-            Ok(steps)
-        }
+        KernelId::CsrAdaptive => csr_adaptive_steps(queue, m, p, rows),
         KernelId::MergePath => merge_path_steps(queue, m, p, rows),
         KernelId::MergeTile => merge_tile_steps(queue, m, p, rows),
     }
 }
 
-/// The rows of a merge-path launch on the device: `(use_list, base, list,
-/// list_ptr, nnz)`, `list_ptr` being the prefix sums of the rows' lengths
-/// (the matrix's own `row_ptr` for the whole matrix).
-type MergeRows = (u32, u32, Buffer<u32>, Buffer<u32>, u64);
+/// A kernel builder for entry point `name` of the matrix's program, with its
+/// queue and launch geometry `(global, local)`: the caller adds the arguments.
+fn launch<'b, T: DeviceScalar>(
+    queue: &Queue,
+    m: &'b DeviceMatrix<T>,
+    name: impl Into<String>,
+    (gws, lws): (usize, usize),
+) -> KernelBuilder<'b> {
+    let mut b = Kernel::builder();
+    b.program(&m.program)
+        .name(name)
+        .queue(queue.clone())
+        .global_work_size(gws)
+        .local_work_size(lws);
+    b
+}
+
+/// The launch geometry `(global, local)` of a row kernel over `n` rows.
+fn row_kernel_geometry(p: &KernelParams, kernel: KernelId, n: usize) -> Result<(usize, usize)> {
+    Ok(match kernel {
+        KernelId::Serial => (round_up(n, p.wg_size), p.wg_size),
+        KernelId::Subvector(x) => {
+            let x = x as usize;
+            if !x.is_power_of_two() || x > p.wg_size {
+                return Err(EngineError::InvalidPlan(format!(
+                    "subvector{x} needs a power-of-two width at most the work-group size {}",
+                    p.wg_size
+                )));
+            }
+            (round_up(n * x, p.wg_size), p.wg_size)
+        }
+        _ => (n * p.vector_wg, p.vector_wg),
+    })
+}
+
+/// Serial, subvector-X and vector: one launch, X work-items per row.
+fn row_kernel_steps<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    p: &KernelParams,
+    kernel: KernelId,
+    rows: &RowSet,
+) -> Result<Vec<Kernel>> {
+    let n = rows.len();
+    let (use_list, base, list) = match rows {
+        RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
+        RowSet::List(v) => (1u32, 0u32, read_only_copy(queue, v)?),
+    };
+    let (gws, lws) = row_kernel_geometry(p, kernel, n)?;
+    check_gws(gws / lws, &kernel.name())?;
+    let k = launch(queue, m, entry_point(kernel), (gws, lws))
+        .arg(n as u32)
+        .arg(use_list)
+        .arg(base)
+        .arg(&list)
+        .arg(&m.row_ptr)
+        .arg(&m.col_idx)
+        .arg(&m.vals)
+        .arg(&m.x)
+        .arg(&m.y)
+        .build()?;
+    Ok(vec![k])
+}
+
+/// CSR-Adaptive: the row-block launch, plus the long-row sum when rows were split.
+fn csr_adaptive_steps<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    p: &KernelParams,
+    rows: &RowSet,
+) -> Result<Vec<Kernel>> {
+    let rb = RowBlocks::build(&m.row_ptr_host, &rows.runs(), p);
+    let blocks = read_only_copy(queue, &rb.blocks)?;
+    let slots = read_only_copy(queue, &rb.slots)?;
+    let nslots = *rb.long_ptr.last().unwrap_or(&0) as usize;
+    let partials = t_buffer::<T>(queue, nslots)?;
+    check_gws(rb.num_blocks(), "csr_adaptive")?;
+    let geometry = (rb.num_blocks() * p.adaptive_wg, p.adaptive_wg);
+    let mut steps = vec![launch(queue, m, "spmv_csr_adaptive", geometry)
+        .arg(&blocks)
+        .arg(&slots)
+        .arg(&m.row_ptr)
+        .arg(&m.col_idx)
+        .arg(&m.vals)
+        .arg(&m.x)
+        .arg(&m.y)
+        .arg(&partials)
+        .build()?];
+    if !rb.long_rows.is_empty() {
+        let nl = rb.long_rows.len();
+        let long_rows = read_only_copy(queue, &rb.long_rows)?;
+        let long_ptr = read_only_copy(queue, &rb.long_ptr)?;
+        let geometry = (round_up(nl, p.wg_size), p.wg_size);
+        steps.push(
+            launch(queue, m, "spmv_csr_adaptive_long_rows", geometry)
+                .arg(nl as u32)
+                .arg(&long_rows)
+                .arg(&long_ptr)
+                .arg(&partials)
+                .arg(&m.y)
+                .build()?,
+        );
+    }
+    Ok(steps)
+}
+
+/// The rows of a merge-path launch on the device.
+struct MergeRows {
+    /// Rows given to the launch.
+    n: usize,
+    /// 1 when `list` holds the rows, 0 for the range `base ..`.
+    use_list: u32,
+    base: u32,
+    list: Buffer<u32>,
+    /// Prefix sums of the rows' lengths (the matrix's own `row_ptr` for the whole matrix).
+    list_ptr: Buffer<u32>,
+    /// Nonzeros of those rows.
+    nnz: u64,
+}
 
 fn merge_rows<T: DeviceScalar>(
     queue: &Queue,
@@ -384,7 +409,14 @@ fn merge_rows<T: DeviceScalar>(
     let n = rows.len();
     let rp = &m.row_ptr_host;
     if matches!(rows, RowSet::Range { base: 0, n } if *n as usize == m.nrows) {
-        return Ok((0, 0, m.dummy.clone(), m.row_ptr.clone(), m.nnz as u64));
+        return Ok(MergeRows {
+            n,
+            use_list: 0,
+            base: 0,
+            list: m.dummy.clone(),
+            list_ptr: m.row_ptr.clone(),
+            nnz: m.nnz as u64,
+        });
     }
     let mut lp = Vec::with_capacity(n + 1);
     lp.push(0u32);
@@ -396,9 +428,65 @@ fn merge_rows<T: DeviceScalar>(
     }
     let (use_list, base, list) = match rows {
         RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
-        RowSet::List(v) => (1u32, 0u32, u32_buffer(queue, v)?),
+        RowSet::List(v) => (1u32, 0u32, read_only_copy(queue, v)?),
     };
-    Ok((use_list, base, list, u32_buffer(queue, &lp)?, acc))
+    Ok(MergeRows {
+        n,
+        use_list,
+        base,
+        list,
+        list_ptr: read_only_copy(queue, &lp)?,
+        nnz: acc,
+    })
+}
+
+/// The first pass of a merge kernel (`spmv_merge_path`, `spmv_merge_tile`)
+/// with the eleven arguments both take first: rows, nonzeros, the row set
+/// (`use_list`, `base`, `list`, `list_ptr`), the matrix, x and y. The caller
+/// adds its own arguments and builds it.
+fn merge_pass<'b, T: DeviceScalar>(
+    queue: &Queue,
+    m: &'b DeviceMatrix<T>,
+    r: &'b MergeRows,
+    name: &'static str,
+    geometry: (usize, usize),
+) -> KernelBuilder<'b> {
+    let mut b = launch(queue, m, name, geometry);
+    b.arg(r.n as u32)
+        .arg(r.nnz as u32)
+        .arg(r.use_list)
+        .arg(r.base)
+        .arg(&r.list)
+        .arg(&r.list_ptr)
+        .arg(&m.row_ptr)
+        .arg(&m.col_idx)
+        .arg(&m.vals)
+        .arg(&m.x)
+        .arg(&m.y);
+    b
+}
+
+/// A merge fix-up pass (`spmv_merge_path_fixup`, `spmv_merge_tile_fixup`) with
+/// the arguments both take first: `count` carries, the row set, the carries
+/// and y. The caller adds its own arguments and builds it.
+fn merge_fixup<'b, T: DeviceScalar>(
+    queue: &Queue,
+    m: &'b DeviceMatrix<T>,
+    r: &'b MergeRows,
+    name: &'static str,
+    geometry: (usize, usize),
+    count: usize,
+    carry: (&'b Buffer<u32>, &'b Buffer<T>),
+) -> KernelBuilder<'b> {
+    let mut b = launch(queue, m, name, geometry);
+    b.arg(count as u32)
+        .arg(r.use_list)
+        .arg(r.base)
+        .arg(&r.list)
+        .arg(carry.0)
+        .arg(carry.1)
+        .arg(&m.y);
+    b
 }
 
 fn u32_scratch(queue: &Queue, len: usize) -> Result<Buffer<u32>> {
@@ -415,50 +503,29 @@ fn merge_path_steps<T: DeviceScalar>(
     p: &KernelParams,
     rows: &RowSet,
 ) -> Result<Vec<Kernel>> {
-    let n = rows.len();
-    let prog = &m.program;
-    let (use_list, base, list, list_ptr, nnz) = merge_rows(queue, m, rows)?;
-    let total = n as u64 + nnz;
+    let r = merge_rows(queue, m, rows)?;
+    let total = r.n as u64 + r.nnz;
     let nchunks = total.div_ceil(p.mp_items as u64) as usize;
     check_gws(nchunks, "merge_path")?;
     let carry_row = u32_scratch(queue, nchunks)?;
     let carry_val = t_buffer::<T>(queue, nchunks)?;
-    let gws = round_up(nchunks, p.wg_size);
-    let pass1 = Kernel::builder()
-        .program(prog)
-        .name("spmv_merge_path")
-        .queue(queue.clone())
-        .global_work_size(gws)
-        .local_work_size(p.wg_size)
-        .arg(n as u32)
-        .arg(nnz as u32)
-        .arg(use_list)
-        .arg(base)
-        .arg(&list)
-        .arg(&list_ptr)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y)
+    let geometry = (round_up(nchunks, p.wg_size), p.wg_size);
+    let pass1 = merge_pass(queue, m, &r, "spmv_merge_path", geometry)
         .arg(nchunks as u32)
         .arg(&carry_row)
         .arg(&carry_val)
         .build()?;
-    let pass2 = Kernel::builder()
-        .program(prog)
-        .name("spmv_merge_path_fixup")
-        .queue(queue.clone())
-        .global_work_size(gws)
-        .local_work_size(p.wg_size)
-        .arg(nchunks as u32)
-        .arg(use_list)
-        .arg(base)
-        .arg(&list)
-        .arg(&carry_row)
-        .arg(&carry_val)
-        .arg(&m.y)
-        .build()?;
+    let carry = (&carry_row, &carry_val);
+    let pass2 = merge_fixup(
+        queue,
+        m,
+        &r,
+        "spmv_merge_path_fixup",
+        geometry,
+        nchunks,
+        carry,
+    )
+    .build()?;
     Ok(vec![pass1, pass2])
 }
 
@@ -489,57 +556,39 @@ fn merge_tile_steps<T: DeviceScalar>(
     p: &KernelParams,
     rows: &RowSet,
 ) -> Result<Vec<Kernel>> {
-    let n = rows.len();
-    let prog = &m.program;
-    let (use_list, base, list, list_ptr, nnz) = merge_rows(queue, m, rows)?;
+    let r = merge_rows(queue, m, rows)?;
     let tile = p.mt_wg * p.mt_items;
-    let tiles = (n as u64 + nnz).div_ceil(tile as u64) as usize;
+    let tiles = (r.n as u64 + r.nnz).div_ceil(tile as u64) as usize;
     check_gws(tiles.saturating_mul(p.mt_wg), "merge_tile")?;
     let mut carry_row = u32_scratch(queue, tiles)?;
     let mut carry_val = t_buffer::<T>(queue, tiles)?;
-    let mut steps = vec![Kernel::builder()
-        .program(prog)
-        .name("spmv_merge_tile")
-        .queue(queue.clone())
-        .global_work_size(tiles * p.mt_wg)
-        .local_work_size(p.mt_wg)
-        .arg(n as u32)
-        .arg(nnz as u32)
-        .arg(use_list)
-        .arg(base)
-        .arg(&list)
-        .arg(&list_ptr)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y)
-        .arg(&carry_row)
-        .arg(&carry_val)
-        .build()?];
+    let mut steps = vec![
+        merge_pass(queue, m, &r, "spmv_merge_tile", (tiles * p.mt_wg, p.mt_wg))
+            .arg(&carry_row)
+            .arg(&carry_val)
+            .build()?,
+    ];
     for count in merge_tile_levels(tiles, tile) {
         let groups = count.div_ceil(tile);
         let emit = groups > 1;
         let out_row = u32_scratch(queue, if emit { groups } else { 1 })?;
         let out_val = t_buffer::<T>(queue, if emit { groups } else { 1 })?;
+        let geometry = (groups * p.mt_wg, p.mt_wg);
+        let carry = (&carry_row, &carry_val);
         steps.push(
-            Kernel::builder()
-                .program(prog)
-                .name("spmv_merge_tile_fixup")
-                .queue(queue.clone())
-                .global_work_size(groups * p.mt_wg)
-                .local_work_size(p.mt_wg)
-                .arg(count as u32)
-                .arg(use_list)
-                .arg(base)
-                .arg(&list)
-                .arg(&carry_row)
-                .arg(&carry_val)
-                .arg(&m.y)
-                .arg(u32::from(emit))
-                .arg(&out_row)
-                .arg(&out_val)
-                .build()?,
+            merge_fixup(
+                queue,
+                m,
+                &r,
+                "spmv_merge_tile_fixup",
+                geometry,
+                count,
+                carry,
+            )
+            .arg(u32::from(emit))
+            .arg(&out_row)
+            .arg(&out_val)
+            .build()?,
         );
         carry_row = out_row;
         carry_val = out_val;

@@ -57,6 +57,16 @@ impl Default for TimingPolicy {
 }
 
 impl TimingPolicy {
+    /// A fixed number of repetitions: `warmup` untimed calls, then the first
+    /// batch only (no adaptive batches), as [`crate::Engine::time`] runs.
+    pub fn fixed(warmup: usize) -> TimingPolicy {
+        TimingPolicy {
+            warmup,
+            ci_target: 0.0,
+            ..TimingPolicy::default()
+        }
+    }
+
     /// Timed repetitions of the first batch for a call estimated at `estimate_ms`.
     pub fn reps_for(&self, estimate_ms: f64) -> usize {
         let (lo, hi) = (

@@ -502,9 +502,9 @@ impl XIn {
     /// little-endian device takes them as they are
     /// ([`engine::Engine::execute_le`]) while [`XIn::check_finite`] runs.
     /// `None` for x given as values or in another width.
-    pub fn le_bytes<T: Scalar>(&self) -> Option<&[u8]> {
+    pub fn le_bytes_of_width(&self, width: usize) -> Option<&[u8]> {
         match self {
-            XIn::Binary { bytes, precision } if precision.bytes() == T::BYTES => Some(bytes),
+            XIn::Binary { bytes, precision } if precision.bytes() == width => Some(bytes),
             _ => None,
         }
     }

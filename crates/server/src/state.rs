@@ -18,8 +18,8 @@ use crate::queue::DeviceQueue;
 use crate::recovery::{DeviceSlot, RebuildPolicy};
 use crate::request_log::RequestLog;
 use engine::{
-    CopyBandwidth, DeviceInfo, DeviceMatrix, DeviceScalar, Engine, LaunchMode, PreparedPlan,
-    Timings,
+    AnyMatrix, AnyPlan, CopyBandwidth, DeviceInfo, DeviceScalar, Engine, EngineError, LaunchMode,
+    Timings, Values,
 };
 use sparse::{Csr, Features, Scalar};
 use std::sync::{Arc, Mutex};
@@ -130,11 +130,11 @@ pub(crate) fn build_programs(engine: &Engine) -> Result<(), engine::EngineError>
 }
 
 /// A matrix on the device with its prepared plan, in one precision.
-pub enum DeviceBuffers {
-    /// Single precision.
-    F32(DeviceMatrix<f32>, PreparedPlan<f32>),
-    /// Double precision.
-    F64(DeviceMatrix<f64>, PreparedPlan<f64>),
+pub struct DeviceBuffers {
+    /// The matrix's device buffers.
+    pub matrix: AnyMatrix,
+    /// The prepared plan.
+    pub plan: AnyPlan,
 }
 
 /// What an uploaded matrix holds for one precision.
@@ -285,18 +285,6 @@ pub fn cast_checked<T: Scalar>(a: &Csr<f64>) -> Result<Csr<T>, ApiError> {
     Ok(c)
 }
 
-fn upload_typed<T: DeviceScalar>(
-    engine: &Engine,
-    a: &Csr<f64>,
-    planned: &Planned,
-) -> Result<(DeviceMatrix<T>, PreparedPlan<T>), ApiError> {
-    let c = cast_checked::<T>(a)?;
-    let m = engine.upload(&c)?;
-    drop(c);
-    let pp = engine.prepare_binned(&m, &planned.binning, &planned.plan, LaunchMode::Grouped)?;
-    Ok((m, pp))
-}
-
 /// Uploads `a` in precision `p` and prepares `planned` (blocking; run on the device worker).
 pub fn upload_blocking(
     engine: &Engine,
@@ -304,22 +292,36 @@ pub fn upload_blocking(
     p: Precision,
     planned: &Planned,
 ) -> Result<DeviceBuffers, ApiError> {
-    Ok(match p {
-        Precision::F32 => {
-            let (m, pp) = upload_typed::<f32>(engine, a, planned)?;
-            DeviceBuffers::F32(m, pp)
-        }
-        Precision::F64 => {
-            let (m, pp) = upload_typed::<f64>(engine, a, planned)?;
-            DeviceBuffers::F64(m, pp)
-        }
-    })
+    let matrix = engine.upload_finite_as(a, p).map_err(|e| match e {
+        EngineError::NonFinite(why) => ApiError::NonFinite(why),
+        e => e.into(),
+    })?;
+    let plan = engine.prepare_binned_any(
+        &matrix,
+        &planned.binning,
+        &planned.plan,
+        LaunchMode::Grouped,
+    )?;
+    Ok(DeviceBuffers { matrix, plan })
+}
+
+impl engine::XSource for XIn {
+    type Error = ApiError;
+    fn fill<T: DeviceScalar>(&self, out: &mut [T]) -> Result<(), ApiError> {
+        XIn::fill(self, out)
+    }
+    fn le_bytes(&self, width: usize) -> Option<&[u8]> {
+        XIn::le_bytes_of_width(self, width)
+    }
+    fn check(&self) -> Result<(), ApiError> {
+        XIn::check_finite(self)
+    }
 }
 
 /// y = A x on the device (blocking; run on the device worker). Binary x with a
 /// binary answer (`bytes_y`, nothing to verify) on a little-endian device goes
 /// from the body to the device and from the device into the answer's bytes
-/// with no host copy ([`Engine::execute_le`]); otherwise x is converted
+/// with no host copy ([`Engine::execute_any_le`]); otherwise x is converted
 /// straight into the pinned staging buffer and y read straight out of it (as
 /// little-endian bytes when `bytes_y`, else as values).
 pub fn execute_blocking(
@@ -328,47 +330,27 @@ pub fn execute_blocking(
     x: &XIn,
     bytes_y: bool,
 ) -> Result<Executed, ApiError> {
-    fn run<T: DeviceScalar>(
-        engine: &Engine,
-        m: &DeviceMatrix<T>,
-        pp: &PreparedPlan<T>,
-        x: &XIn,
-        bytes_y: bool,
-        values: fn(Vec<T>) -> YVec,
-    ) -> Result<Executed, ApiError> {
-        if bytes_y {
-            if let Some(x_le) = x.le_bytes::<T>() {
-                if let Some((y, timings)) = engine.execute_le(m, pp, x_le, || x.check_finite())? {
-                    return Ok(Executed {
-                        y: YVec::Bytes(y),
-                        timings,
-                        launches: pp.launches().len(),
-                    });
-                }
-            }
+    if bytes_y {
+        if let Some((y, timings)) = engine.execute_any_le(&b.matrix, &b.plan, x)? {
+            return Ok(Executed {
+                y: YVec::Bytes(y),
+                timings,
+                launches: b.plan.launches().len(),
+            });
         }
-        let (y, timings) = engine.execute_with(
-            m,
-            pp,
-            |staged: &mut [T]| x.fill(staged),
-            |y: &[T]| {
-                if bytes_y {
-                    YVec::Bytes(y_binary(y))
-                } else {
-                    values(y.to_vec())
-                }
-            },
-        )?;
-        Ok(Executed {
-            y,
-            timings,
-            launches: pp.launches().len(),
-        })
     }
-    match b {
-        DeviceBuffers::F32(m, pp) => run(engine, m, pp, x, bytes_y, YVec::F32),
-        DeviceBuffers::F64(m, pp) => run(engine, m, pp, x, bytes_y, YVec::F64),
-    }
+    let (y, timings) =
+        engine.execute_any_with(&b.matrix, &b.plan, x, |y: Values<'_>| match (y, bytes_y) {
+            (Values::F32(y), true) => YVec::Bytes(y_binary(y)),
+            (Values::F64(y), true) => YVec::Bytes(y_binary(y)),
+            (Values::F32(y), false) => YVec::F32(y.to_vec()),
+            (Values::F64(y), false) => YVec::F64(y.to_vec()),
+        })?;
+    Ok(Executed {
+        y,
+        timings,
+        launches: b.plan.launches().len(),
+    })
 }
 
 struct Inner {

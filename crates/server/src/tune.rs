@@ -13,7 +13,7 @@
 use crate::error::ApiError;
 use crate::planner::Planned;
 use crate::state::DeviceBuffers;
-use engine::{DeviceMatrix, DeviceScalar, Engine, LaunchMode, PreparedPlan};
+use engine::{AnyMatrix, AnyPlan, Engine, LaunchMode};
 use serde::Serialize;
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};
 use std::time::Instant;
@@ -76,16 +76,9 @@ pub fn tune_blocking(
     if !cfg.enabled || host.nnz() == 0 {
         return Ok((buffers, planned));
     }
-    Ok(match buffers {
-        DeviceBuffers::F32(m, pp) => {
-            let (pp, planned) = race(engine, &m, pp, host, planned, cfg)?;
-            (DeviceBuffers::F32(m, pp), planned)
-        }
-        DeviceBuffers::F64(m, pp) => {
-            let (pp, planned) = race(engine, &m, pp, host, planned, cfg)?;
-            (DeviceBuffers::F64(m, pp), planned)
-        }
-    })
+    let DeviceBuffers { matrix, plan } = buffers;
+    let (plan, planned) = race(engine, &matrix, plan, host, planned, cfg)?;
+    Ok((DeviceBuffers { matrix, plan }, planned))
 }
 
 /// The single kernels to race against a plan (the plan itself when it is one of them is skipped).
@@ -99,23 +92,23 @@ fn rivals(plan: &Plan) -> Vec<KernelId> {
         .collect()
 }
 
-fn race<T: DeviceScalar>(
+fn race(
     engine: &Engine,
-    m: &DeviceMatrix<T>,
-    model_pp: PreparedPlan<T>,
+    m: &AnyMatrix,
+    model_pp: AnyPlan,
     host: &Csr<f64>,
     mut planned: Planned,
     cfg: &TuneConfig,
-) -> Result<(PreparedPlan<T>, Planned), ApiError> {
+) -> Result<(AnyPlan, Planned), ApiError> {
     let t0 = Instant::now();
-    let x = vec![T::from_f64(1.0); host.ncols()];
+    let x = vec![1.0; host.ncols()];
     let reps = cfg.reps.max(1);
-    let model_ms = engine.time(m, &model_pp, &x, 1, reps)?.median_ms;
+    let model_ms = engine.time_any(m, &model_pp, &x, 1, reps)?.median_ms;
     let mut candidates = vec![Candidate {
         plan: "model".into(),
         kernel_ms: Some(model_ms),
     }];
-    let mut best: Option<(KernelId, f64, PreparedPlan<T>)> = None;
+    let mut best: Option<(KernelId, f64, AnyPlan)> = None;
     let mut complete = true;
     for k in rivals(&planned.plan) {
         if t0.elapsed().as_secs_f64() * 1e3 > cfg.budget_ms {
@@ -128,8 +121,8 @@ fn race<T: DeviceScalar>(
         }
         // A kernel that cannot run this matrix (a device limit) is simply not a rival.
         let timed = engine
-            .prepare(m, &Plan::single(k), LaunchMode::Grouped)
-            .and_then(|pp| Ok((engine.time(m, &pp, &x, 1, reps)?.median_ms, pp)));
+            .prepare_any(m, &Plan::single(k), LaunchMode::Grouped)
+            .and_then(|pp| Ok((engine.time_any(m, &pp, &x, 1, reps)?.median_ms, pp)));
         let kernel_ms = timed.ok().map(|(ms, pp)| {
             if best.as_ref().is_none_or(|b| ms < b.1) {
                 best = Some((k, ms, pp));

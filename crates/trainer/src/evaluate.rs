@@ -7,10 +7,10 @@ use crate::first_call::{self, FirstCallSetup};
 use crate::label::{test_vector, Labeller, MatrixLabels};
 use crate::report;
 use anyhow::Result;
-use engine::DeviceScalar;
+use engine::AnyMatrix;
 use selector::{Model, RuleClass};
 use serde::Serialize;
-use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
+use sparse::{Binning, Csr, Features, KernelId, Plan, Precision, Scheme};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -140,14 +140,13 @@ pub const TUNE_SWITCH_MARGIN: f64 = 0.03;
 /// Evaluates one matrix. `labels` are its exhaustive labels in this precision;
 /// `setup` is what the service's planner knows of the device (for the first call).
 #[allow(clippy::too_many_arguments)]
-pub async fn evaluate_matrix<T: DeviceScalar>(
+pub async fn evaluate_matrix(
     lab: &Labeller<'_>,
     class: RuleClass,
     model: &Model,
     setup: &FirstCallSetup,
-    name: &str,
-    source: &str,
-    a: &Csr<T>,
+    (name, source): (&str, &str),
+    (a, precision): (&Csr<f64>, Precision),
     labels: &MatrixLabels,
 ) -> Result<EvalRow> {
     // Overhead: what a user's first call pays on the host before the kernels
@@ -156,10 +155,10 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
     let (features, features_ms) = first_call::timed(reps, || Features::of(a));
     let (pred, predict_ms) = first_call::timed(reps, || model.predict(&features, a.row_ptr()));
     let overhead_ms = features_ms + predict_ms;
-    let ctx = setup.context(T::BYTES);
+    let ctx = setup.context(precision.bytes());
     let (first, planning, first_plan_ms) =
         first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
-    let dm = lab.engine.upload(a)?;
+    let dm = lab.engine.upload_as(a, precision)?;
     let prepare_ms = first_call::prepare_ms(lab.engine, &dm, &pred.binning, &pred.plan);
     let first_prepare_ms = first_call::prepare_ms(lab.engine, &dm, &first.binning, &first.plan);
     let (oracle_scheme, oracle_plan) = labels
@@ -170,16 +169,14 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
     plans.extend(KernelId::all().into_iter().map(Plan::single));
     plans.push(selector::rule_plan_for(class, &features, a.row_ptr()));
     plans.push(first.plan.clone());
-    let best_ms = time_plans(lab, labels, &dm, a, &plans).await?;
+    let best_ms = time_plans(lab, labels, &dm, &plans).await?;
     let n = best_ms.len();
     let singles: Vec<(KernelId, f64)> = KernelId::all()
         .into_iter()
         .zip(best_ms[2..2 + KernelId::all().len()].iter().copied())
         .collect();
     Ok(assemble(Measured {
-        name,
-        source,
-        dims: (a.nrows(), a.ncols(), a.nnz()),
+        matrix: (name, source, a),
         overhead_ms,
         features_ms,
         prepare_ms,
@@ -202,24 +199,28 @@ pub async fn evaluate_matrix<T: DeviceScalar>(
 /// Times every plan in [`EVAL_ROUNDS`] interleaved rounds, keeping each
 /// plan's best round: on a CPU device microsecond kernels drift with the state
 /// of the worker threads, and timing one plan after the other would charge
-/// that drift to whichever plan came first.
-async fn time_plans<T: DeviceScalar>(
+/// that drift to whichever plan came first. Each timing is the labeller's
+/// whole-plan measurement ([`Labeller::plan_time`]: `Engine::measure` under the
+/// labelling policy), stored like the labels.
+async fn time_plans(
     lab: &Labeller<'_>,
     labels: &MatrixLabels,
-    dm: &engine::DeviceMatrix<T>,
-    a: &Csr<T>,
+    dm: &AnyMatrix,
     plans: &[Plan],
 ) -> Result<Vec<f64>> {
-    let x = test_vector::<T>(a.ncols());
+    let x = test_vector(dm.ncols());
+    let binnings: Vec<Binning> = plans
+        .iter()
+        .map(|p| Binning::new(dm.row_ptr(), p.scheme))
+        .collect();
     let mut best_ms = vec![f64::INFINITY; plans.len()];
     for _ in 0..EVAL_ROUNDS {
-        for (i, plan) in plans.iter().enumerate() {
+        for (i, (plan, b)) in plans.iter().zip(&binnings).enumerate() {
             if plan.kernels.is_empty() {
                 best_ms[i] = 0.0;
                 continue;
             }
-            let b = Binning::new(a.row_ptr(), plan.scheme);
-            let t = lab.plan_time(labels.matrix, dm, &b, plan, &x).await?;
+            let t = lab.plan_time(labels.matrix, dm, b, plan, &x).await?;
             best_ms[i] = best_ms[i].min(t);
         }
     }
@@ -240,10 +241,8 @@ struct FirstCall {
 
 /// What one evaluation measured of a matrix; [`assemble`] makes the row.
 struct Measured<'a> {
-    name: &'a str,
-    source: &'a str,
-    /// Rows, columns, nonzeros.
-    dims: (usize, usize, usize),
+    /// The matrix's name, source, and the matrix (for its dimensions).
+    matrix: (&'a str, &'a str, &'a Csr<f64>),
     overhead_ms: f64,
     features_ms: f64,
     prepare_ms: f64,
@@ -283,12 +282,13 @@ fn assemble(m: Measured<'_>) -> EvalRow {
         .filter(|t| t.is_finite() && *t > 0.0)
         .fold(m.oracle.1, f64::min);
     let (hits, bins) = stage2_hits(m.labels, m.plan);
+    let (name, source, a) = m.matrix;
     EvalRow {
-        matrix: m.name.to_string(),
-        source: m.source.to_string(),
-        nrows: m.dims.0,
-        ncols: m.dims.1,
-        nnz: m.dims.2,
+        matrix: name.to_string(),
+        source: source.to_string(),
+        nrows: a.nrows(),
+        ncols: a.ncols(),
+        nnz: a.nnz(),
         overhead_ms: m.overhead_ms,
         features_ms: m.features_ms,
         prepare_ms: m.prepare_ms,
@@ -337,13 +337,12 @@ fn stage2_hits(labels: &MatrixLabels, plan: &Plan) -> (usize, usize) {
 /// whole-plan time, else its time on the single-bin scheme's bin. The first
 /// call's analysis counts features and planning; preparation needs a device.
 #[allow(clippy::too_many_arguments)]
-pub fn evaluate_stored<T: sparse::Scalar>(
+pub fn evaluate_stored(
     class: RuleClass,
     model: &Model,
     setup: &FirstCallSetup,
-    name: &str,
-    source: &str,
-    a: &Csr<T>,
+    (name, source): (&str, &str),
+    (a, precision): (&Csr<f64>, Precision),
     labels: &MatrixLabels,
     plan_times: &HashMap<String, f64>,
 ) -> Result<EvalRow> {
@@ -352,7 +351,7 @@ pub fn evaluate_stored<T: sparse::Scalar>(
     let features_ms = t0.elapsed().as_secs_f64() * 1e3;
     let pred = model.predict(&features, a.row_ptr());
     let overhead_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let ctx = setup.context(std::mem::size_of::<T>());
+    let ctx = setup.context(precision.bytes());
     let (first, planning, first_plan_ms) =
         first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
     let time_of = |plan: &Plan| -> f64 {
@@ -382,9 +381,7 @@ pub fn evaluate_stored<T: sparse::Scalar>(
         })
         .collect();
     Ok(assemble(Measured {
-        name,
-        source,
-        dims: (a.nrows(), a.ncols(), a.nnz()),
+        matrix: (name, source, a),
         overhead_ms,
         features_ms,
         prepare_ms: f64::NAN,

@@ -71,6 +71,48 @@ impl Finish<'_> {
         precision: Precision,
         labelled: &[Labelled],
     ) -> Result<Finished> {
+        let (train, test) = self.split(precision, labelled)?;
+        let mut model = self.fit(&train, precision)?;
+        let t0 = std::time::Instant::now();
+        let mut rows = self.evaluate(ev, &model, &test, precision).await?;
+        peers::annotate(&mut rows, precision, self.copy_gbps, self.cusparse.as_ref());
+        let extra = serde_json::json!({
+            "labels": pipeline::label_distribution(labelled),
+            "model_metrics": model.card.metrics,
+            "train_matrices": train.len(),
+            "test_matrices": test.len(),
+            "device_copy_bandwidth_gbps": self.copy_gbps,
+            "evaluation": match ev { Evaluator::Device(..) => "re-timed on the device", Evaluator::Stored(..) => "from stored measurements" },
+        });
+        let (all, real) = self.report(precision, &rows, &model, &test, &extra)?;
+        // The error band /predict reports comes from matrices the model never saw.
+        if let (Some(ps), Some(perf)) = (&all.perf, model.perf()) {
+            let mut perf = perf.clone();
+            perf.band = Some(ps.band(&format!("held-out split, {} matrices", test.len())));
+            model.set_perf(Some(perf));
+        }
+        println!("   evaluation took {:.0} s", t0.elapsed().as_secs_f64());
+        if let Some(m) = model.card.metrics.as_object_mut() {
+            m.insert("test_all".into(), serde_json::to_value(&all)?);
+            m.insert("test_real".into(), serde_json::to_value(&real)?);
+            if let Some(o) = self.card_extra.as_object() {
+                m.extend(o.clone());
+            }
+        }
+        let model_path = self.save(store, precision, &model).await?;
+        Ok(Finished {
+            model_path,
+            all,
+            real,
+        })
+    }
+
+    /// The labelled matrices on each side of the split; too few to fit is an error.
+    fn split<'l>(
+        &self,
+        precision: Precision,
+        labelled: &'l [Labelled],
+    ) -> Result<(Vec<&'l Labelled>, Vec<&'l Labelled>)> {
         let pick = |side| -> Vec<&Labelled> {
             labelled
                 .iter()
@@ -85,8 +127,15 @@ impl Finish<'_> {
                 test.len()
             );
         }
+        Ok((train, test))
+    }
+
+    /// Fits the model on the training side. The card says which device, driver
+    /// and kernel sources the labels were measured with, so a service can match
+    /// devices and refuse other kernels.
+    fn fit(&self, train: &[&Labelled], precision: Precision) -> Result<Model> {
         let fitted = pipeline::fit_precision_with(
-            &train,
+            train,
             &self.device,
             precision,
             &self.corpus,
@@ -94,24 +143,24 @@ impl Finish<'_> {
             self.perf,
         )?;
         let mut model = fitted.model;
-        // The card says which device, driver and kernel sources the labels were
-        // measured with, so a service can match devices and refuse other kernels.
         model.card.record_training(
             &self.identity,
             selector::KernelSources::of(engine::kernels::SOURCES),
         );
-        let t0 = std::time::Instant::now();
-        let mut rows = self.evaluate(ev, &model, &test, precision).await?;
-        peers::annotate(&mut rows, precision, self.copy_gbps, self.cusparse.as_ref());
+        Ok(model)
+    }
+
+    /// Writes and prints the reports over every held-out matrix and over the
+    /// real ones; returns both summaries.
+    fn report(
+        &self,
+        precision: Precision,
+        rows: &[EvalRow],
+        model: &Model,
+        test: &[&Labelled],
+        extra: &serde_json::Value,
+    ) -> Result<(Summary, Summary)> {
         let tag = precision.as_str();
-        let extra = serde_json::json!({
-            "labels": pipeline::label_distribution(labelled),
-            "model_metrics": model.card.metrics,
-            "train_matrices": train.len(),
-            "test_matrices": test.len(),
-            "device_copy_bandwidth_gbps": self.copy_gbps,
-            "evaluation": match ev { Evaluator::Device(..) => "re-timed on the device", Evaluator::Stored(..) => "from stored measurements" },
-        });
         let real_rows: Vec<EvalRow> = rows
             .iter()
             .filter(|r| r.source == "suitesparse")
@@ -122,39 +171,23 @@ impl Finish<'_> {
             .copied()
             .filter(|l| self.items[l.item].is_real())
             .collect();
-        let all = write(
-            &self.out,
-            &format!("{tag}_all"),
-            &rows,
-            &model,
-            &test,
-            &extra,
-        )?;
+        let all = write(&self.out, &format!("{tag}_all"), rows, model, test, extra)?;
         let real = write(
             &self.out,
             &format!("{tag}_real"),
             &real_rows,
-            &model,
+            model,
             &test_real,
-            &extra,
+            extra,
         )?;
-        // The error band /predict reports comes from matrices the model never saw.
-        if let (Some(ps), Some(perf)) = (&all.perf, model.perf()) {
-            let mut perf = perf.clone();
-            perf.band = Some(ps.band(&format!("held-out split, {} matrices", test.len())));
-            model.set_perf(Some(perf));
-        }
-        evaluate::print_table(&rows);
+        evaluate::print_table(rows);
         pipeline::print_summary(&format!("{tag}: all held-out matrices"), &all);
         pipeline::print_summary(&format!("{tag}: held-out real SuiteSparse matrices"), &real);
-        println!("   evaluation took {:.0} s", t0.elapsed().as_secs_f64());
-        if let Some(m) = model.card.metrics.as_object_mut() {
-            m.insert("test_all".into(), serde_json::to_value(&all)?);
-            m.insert("test_real".into(), serde_json::to_value(&real)?);
-            if let Some(o) = self.card_extra.as_object() {
-                m.extend(o.clone());
-            }
-        }
+        Ok((all, real))
+    }
+
+    /// Writes the model file and records it in the database; returns its path.
+    async fn save(&self, store: &Store, precision: Precision, model: &Model) -> Result<PathBuf> {
         std::fs::create_dir_all(&self.models_dir)?;
         let path = self
             .models_dir
@@ -170,11 +203,7 @@ impl Finish<'_> {
             })
             .await?;
         println!("   model written to {}", path.display());
-        Ok(Finished {
-            model_path: path,
-            all,
-            real,
-        })
+        Ok(path)
     }
 
     async fn evaluate(
@@ -206,28 +235,15 @@ impl Finish<'_> {
                     )
                     .await?;
                     let a = item.load()?;
-                    let row = match precision {
-                        Precision::F32 => evaluate::evaluate_stored(
-                            self.class,
-                            model,
-                            &setup,
-                            &item.name,
-                            &item.source,
-                            &a.cast::<f32>(),
-                            &l.labels,
-                            &times,
-                        ),
-                        Precision::F64 => evaluate::evaluate_stored(
-                            self.class,
-                            model,
-                            &setup,
-                            &item.name,
-                            &item.source,
-                            &a,
-                            &l.labels,
-                            &times,
-                        ),
-                    };
+                    let row = evaluate::evaluate_stored(
+                        self.class,
+                        model,
+                        &setup,
+                        (&item.name, &item.source),
+                        (&a, precision),
+                        &l.labels,
+                        &times,
+                    );
                     rows.push(row?);
                 }
                 Ok(rows)
@@ -268,16 +284,9 @@ pub async fn labelled_from_store(
         if !known.contains(&item.name) {
             continue;
         }
-        let a64 = item.load()?;
-        let l = match precision {
-            Precision::F32 => {
-                let a = a64.cast::<f32>();
-                from_store(store, (device, context), precision, i, item, &a).await?
-            }
-            Precision::F64 => {
-                from_store(store, (device, context), precision, i, item, &a64).await?
-            }
-        };
+        let a = item.load()?;
+        let a = label::in_precision(&a, precision);
+        let l = from_store(store, (device, context), precision, i, item, &a).await?;
         match l {
             Some(Some(l)) => out.push(l),
             Some(None) => partial.push(item.name.clone()),
@@ -289,13 +298,13 @@ pub async fn labelled_from_store(
 
 /// `None`: the matrix is not in the database in this precision; `Some(None)`:
 /// its labels are incomplete.
-async fn from_store<T: sparse::Scalar>(
+async fn from_store(
     store: &Store,
     (device, context): (DeviceId, ContextId),
     precision: Precision,
     idx: usize,
     item: &Item,
-    a: &sparse::Csr<T>,
+    a: &sparse::Csr<f64>,
 ) -> Result<Option<Option<Labelled>>> {
     let Some(m) = store.matrix_by_hash(&a.content_hash()).await? else {
         return Ok(None);

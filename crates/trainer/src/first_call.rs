@@ -4,7 +4,7 @@
 //! when it pays) and the preparation of the chosen plan's launches on the
 //! device (row lists, CSR-Adaptive blocks, kernel objects), all timed here.
 
-use engine::{DeviceMatrix, DeviceScalar, Engine, LaunchMode};
+use engine::{AnyMatrix, Engine, LaunchMode};
 use selector::{AmortiseContext, AnalysisCosts, Model, Planning, Prediction};
 use sparse::{Binning, Features, Plan};
 use std::time::Instant;
@@ -83,19 +83,14 @@ pub fn plan_first_call(
 
 /// Host time of preparing `plan` (over `binning`) on the device for an
 /// uploaded matrix, median of 3 (ms); NaN when the engine refuses it.
-pub fn prepare_ms<T: DeviceScalar>(
-    engine: &Engine,
-    dm: &DeviceMatrix<T>,
-    binning: &Binning,
-    plan: &Plan,
-) -> f64 {
+pub fn prepare_ms(engine: &Engine, dm: &AnyMatrix, binning: &Binning, plan: &Plan) -> f64 {
     if plan.kernels.is_empty() {
         return 0.0;
     }
     let mut ok = true;
     let t = median_ms(3, || {
         ok &= engine
-            .prepare_binned(dm, binning, plan, LaunchMode::Grouped)
+            .prepare_binned_any(dm, binning, plan, LaunchMode::Grouped)
             .is_ok();
     });
     if ok {

@@ -6,9 +6,10 @@
 //! never timed again, so a killed trainer loses at most the measurement in flight.
 
 use anyhow::{Context, Result};
-use engine::{DeviceScalar, Engine, LaunchMode};
+use engine::{AnyMatrix, Engine, LaunchMode};
 use rand::{Rng, SeedableRng};
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 use store::{
@@ -16,25 +17,12 @@ use store::{
     NewMeasurement, PlanRecord, Precision, RunId, Store, Target,
 };
 
-/// How kernels are timed while labelling.
+/// How kernels are timed while labelling: the engine's timing policy (the one
+/// `spmv bench` and the service use) plus what only labelling needs.
 #[derive(Debug, Clone)]
 pub struct LabelOptions {
-    /// Untimed runs before the timed ones.
-    pub warmup: usize,
-    /// Fewest timed repetitions.
-    pub min_reps: usize,
-    /// Most timed repetitions.
-    pub max_reps: usize,
-    /// Aim for about this much kernel time in a measurement's first batch (ms),
-    /// within the bounds above.
-    pub target_ms: f64,
-    /// More repetitions until the median's 95% CI half-width is within this
-    /// fraction of the median (0: the first batch only; see `engine::TimingPolicy`).
-    pub ci_target: f64,
-    /// Most repetitions of one measurement, adaptive batches included.
-    pub ci_max_reps: usize,
-    /// Most wall time (ms) the adaptive batches of one measurement may take.
-    pub ci_budget_ms: f64,
+    /// Warm-up, repetitions, CI target and budgets of one measurement.
+    pub policy: engine::TimingPolicy,
     /// The adaptive batches of a matrix may take at most this share of the time
     /// its first batches took (plus one `ci_budget_ms`): 0.5 bounds the
     /// labelling time of a matrix at about 1.5 times that of fixed repetitions.
@@ -51,13 +39,7 @@ pub struct LabelOptions {
 impl Default for LabelOptions {
     fn default() -> Self {
         LabelOptions {
-            warmup: 1,
-            min_reps: 3,
-            max_reps: 25,
-            target_ms: 4.0,
-            ci_target: engine::TimingPolicy::default().ci_target,
-            ci_max_reps: engine::TimingPolicy::default().ci_max_reps,
-            ci_budget_ms: engine::TimingPolicy::default().ci_budget_ms,
+            policy: engine::TimingPolicy::default(),
             ci_extra_share: 0.5,
             hopeless_factor: 8.0,
             stale_after: crate::runs::DEFAULT_STALE_AFTER,
@@ -96,7 +78,31 @@ pub struct MatrixLabels {
     pub plans: BTreeMap<Scheme, SchemePlan>,
 }
 
+impl SchemePlan {
+    /// A plan with its time as a whole and the sum of its bins' times.
+    fn timed(plan: Plan, total: Timed, bins_sum_ms: f64) -> SchemePlan {
+        SchemePlan {
+            plan,
+            total_ms: total.median_ms,
+            bins_sum_ms,
+            ci_rel: total.ci_rel.unwrap_or(0.0),
+        }
+    }
+}
+
 impl MatrixLabels {
+    /// No labels yet.
+    fn new(matrix: MatrixId, name: &str, features: Features) -> MatrixLabels {
+        MatrixLabels {
+            matrix,
+            name: name.to_string(),
+            features,
+            bins: BTreeMap::new(),
+            bin_ci: BTreeMap::new(),
+            plans: BTreeMap::new(),
+        }
+    }
+
     /// The oracle: the scheme whose best plan is fastest as a whole.
     pub fn oracle(&self) -> Option<(Scheme, &SchemePlan)> {
         self.plans
@@ -129,21 +135,20 @@ pub struct Labeller<'a> {
     pub heartbeat: crate::runs::Heartbeat,
 }
 
-/// The store's precision of a value type.
-pub fn precision_of<T: DeviceScalar>() -> Precision {
-    if T::BYTES == 4 {
-        Precision::F32
-    } else {
-        Precision::F64
-    }
+/// The x every labelling run multiplies by: seeded, values in [-1, 1] (the
+/// engine rounds them to the matrix's precision).
+pub fn test_vector(n: usize) -> Vec<f64> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5eed);
+    (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect()
 }
 
-/// The x every labelling run multiplies by: seeded, values in [-1, 1].
-pub fn test_vector<T: DeviceScalar>(n: usize) -> Vec<T> {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5eed);
-    (0..n)
-        .map(|_| T::from_f64(rng.gen_range(-1.0..1.0)))
-        .collect()
+/// `a` with its values rounded to `precision` (and back to `f64`): the matrix
+/// as the device computes with it, whose content hash the database keys it by.
+pub fn in_precision(a: &Csr<f64>, precision: Precision) -> Cow<'_, Csr<f64>> {
+    match precision {
+        Precision::F32 => Cow::Owned(a.cast::<f32>().cast::<f64>()),
+        Precision::F64 => Cow::Borrowed(a),
+    }
 }
 
 /// Kernels in the order they are timed: the usually-fast ones first, so that the
@@ -265,13 +270,49 @@ pub fn current_context(engine: &Engine, precision: Precision) -> Result<Measurem
     })
 }
 
+/// What labelling one matrix carries from scheme to scheme and bin to bin.
+struct Session {
+    matrix: MatrixId,
+    device: DeviceId,
+    precision: Precision,
+    context: ContextId,
+    /// The matrix on the device, and the x it is timed with.
+    dm: AnyMatrix,
+    x: Vec<f64>,
+    kernels: Vec<KernelId>,
+    /// What the database holds in this context (and what was timed since).
+    have: HashMap<MeasurementKey, Timed>,
+    /// Timings by the rows of their bin: shared between schemes.
+    by_rows: HashMap<(RowsSignature, KernelId), Timed>,
+    budget: ExtraBudget,
+    deadline: Option<Instant>,
+}
+
+impl Session {
+    fn key(&self, scheme: Scheme, target: Target) -> MeasurementKey {
+        MeasurementKey {
+            matrix: self.matrix,
+            device: self.device,
+            precision: self.precision,
+            scheme,
+            target,
+            context: self.context,
+        }
+    }
+
+    fn out_of_time(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
 impl Labeller<'_> {
-    /// Registers the matrix in the database and returns its id.
-    pub async fn register<T: DeviceScalar>(
+    /// Registers the matrix (values as the device computes with them, see
+    /// [`in_precision`]) in the database and returns its id.
+    pub async fn register(
         &self,
         name: &str,
         source: &str,
-        a: &Csr<T>,
+        a: &Csr<f64>,
         features: &Features,
     ) -> Result<MatrixId> {
         Ok(self
@@ -294,136 +335,146 @@ impl Labeller<'_> {
         Ok(self.store.upsert_context(&c).await?)
     }
 
-    /// The engine's timing policy with these options.
-    fn policy(&self) -> engine::TimingPolicy {
-        engine::TimingPolicy {
-            warmup: self.opts.warmup,
-            min_reps: self.opts.min_reps,
-            max_reps: self.opts.max_reps,
-            target_ms: self.opts.target_ms,
-            ci_target: self.opts.ci_target,
-            ci_max_reps: self.opts.ci_max_reps,
-            ci_budget_ms: self.opts.ci_budget_ms,
-        }
-    }
-
-    /// Labels one matrix in precision `T`: times what the database lacks (in
+    /// Labels one matrix in `precision`: times what the database lacks (in
     /// this build's context), stores it, and returns the complete labels.
     /// `deadline` stops between measurements (the labels returned are then
     /// partial and `Ok(None)` is returned).
-    pub async fn label<T: DeviceScalar>(
+    pub async fn label(
         &self,
         name: &str,
         source: &str,
-        a: &Csr<T>,
-        deadline: Option<std::time::Instant>,
+        a: &Csr<f64>,
+        precision: Precision,
+        deadline: Option<Instant>,
     ) -> Result<Option<MatrixLabels>> {
         let features = Features::of(a);
-        let matrix = self.register(name, source, a, &features).await?;
-        let precision = precision_of::<T>();
+        let matrix = self
+            .register(name, source, &in_precision(a, precision), &features)
+            .await?;
+        let mut s = self.session(matrix, name, a, precision, deadline).await?;
+        let mut out = MatrixLabels::new(matrix, name, features);
+        for scheme in Scheme::all() {
+            if !self
+                .label_scheme(&mut s, &mut out, a.row_ptr(), scheme)
+                .await?
+            {
+                return Ok(None);
+            }
+        }
+        self.store_plans(&out, precision, s.context).await?;
+        Ok(Some(out))
+    }
+
+    /// The matrix uploaded, with what the database already holds of it in
+    /// this build's context (timings of other contexts are never reused).
+    async fn session(
+        &self,
+        matrix: MatrixId,
+        name: &str,
+        a: &Csr<f64>,
+        precision: Precision,
+        deadline: Option<Instant>,
+    ) -> Result<Session> {
         let context = self.context(precision).await?;
-        // Keys carry the context: timings of other contexts are never reused.
-        let mut have: HashMap<MeasurementKey, Timed> = self
-            .store
-            .measurements_for(matrix, self.device, precision)
-            .await?
-            .into_iter()
-            .filter(|m| m.data.key.context == context)
-            .map(|m| (m.data.key.clone(), Timed::stored(&m.data)))
-            .collect();
-        let key = |scheme: Scheme, target: Target| MeasurementKey {
+        let have = stored_timings(self.store, matrix, self.device, precision, context).await?;
+        let dm = self
+            .engine
+            .upload_as(a, precision)
+            .with_context(|| format!("uploading {name}"))?;
+        Ok(Session {
             matrix,
             device: self.device,
             precision,
-            scheme,
-            target,
             context,
+            dm,
+            x: test_vector(a.ncols()),
+            kernels: kernel_order(),
+            have,
+            by_rows: HashMap::new(),
+            budget: ExtraBudget::new(self.opts.ci_extra_share),
+            deadline,
+        })
+    }
+
+    /// Labels one scheme: every kernel on every bin, then the best plan as a
+    /// whole. `false` when the deadline stopped it.
+    async fn label_scheme(
+        &self,
+        s: &mut Session,
+        out: &mut MatrixLabels,
+        row_ptr: &[u32],
+        scheme: Scheme,
+    ) -> Result<bool> {
+        let binning = Binning::new(row_ptr, scheme);
+        let mut plan = Plan {
+            scheme,
+            kernels: Vec::new(),
         };
-        let dm = self
-            .engine
-            .upload(a)
-            .with_context(|| format!("uploading {name}"))?;
-        let x = test_vector::<T>(a.ncols());
-        let kernels = kernel_order();
-        let mut by_rows: HashMap<(RowsSignature, KernelId), Timed> = HashMap::new();
-        let mut budget = ExtraBudget::new(self.opts.ci_extra_share);
-        let mut out = MatrixLabels {
-            matrix,
-            name: name.to_string(),
-            features,
-            bins: BTreeMap::new(),
-            bin_ci: BTreeMap::new(),
-            plans: BTreeMap::new(),
-        };
-        let out_of_time = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
-        for scheme in Scheme::all() {
-            let binning = Binning::new(a.row_ptr(), scheme);
-            let mut plan = Plan {
-                scheme,
-                kernels: Vec::new(),
+        let mut bins_sum = 0.0;
+        for bin in binning.nonempty_bins() {
+            let Some(times) = self.label_bin(s, &binning, bin).await? else {
+                return Ok(false);
             };
-            let mut bins_sum = 0.0;
-            for bin in binning.nonempty_bins() {
-                let sig = rows_signature(&binning, bin);
-                let mut times: Vec<(KernelId, Timed)> = Vec::new();
-                let mut best = f64::INFINITY;
-                for &k in &kernels {
-                    let kkey = key(
-                        scheme,
-                        Target::Bin {
-                            bin: bin as u32,
-                            kernel: k,
-                        },
-                    );
-                    let m = if let Some(&m) = have.get(&kkey) {
-                        m
-                    } else if let Some(&m) = by_rows.get(&(sig, k)) {
-                        // Same rows already timed under another scheme: same launch.
-                        self.store_time(&kkey, m).await?;
-                        m
-                    } else {
-                        if out_of_time() {
-                            return Ok(None);
-                        }
-                        let m = self.time_bin(&dm, &binning, bin, k, &x, best, &mut budget)?;
-                        self.store_time(&kkey, m).await?;
-                        m
-                    };
-                    have.insert(kkey, m);
-                    by_rows.insert((sig, k), m);
-                    best = best.min(m.median_ms);
-                    times.push((k, m));
-                }
-                bins_sum += keep_bin(&mut out, &mut plan, bin, times);
+            bins_sum += keep_bin(out, &mut plan, bin, times);
+        }
+        if plan.kernels.is_empty() {
+            return Ok(true);
+        }
+        let pkey = s.key(scheme, Target::plan(&plan)?);
+        let total = if let Some(&m) = s.have.get(&pkey) {
+            m
+        } else {
+            if s.out_of_time() {
+                return Ok(false);
             }
-            if plan.kernels.is_empty() {
-                continue;
-            }
-            let pkey = key(scheme, Target::plan(&plan)?);
-            let total = if let Some(&m) = have.get(&pkey) {
+            let st = self.time_whole(&s.dm, &binning, &plan, &s.x, &mut s.budget)?;
+            let m = Timed::of(&st);
+            self.store_time(&pkey, m).await?;
+            m
+        };
+        s.have.insert(pkey, total);
+        out.plans
+            .insert(scheme, SchemePlan::timed(plan, total, bins_sum));
+        Ok(true)
+    }
+
+    /// Every kernel's time on one bin: stored, shared with a bin of the same
+    /// rows, or timed now. `None` when the deadline stopped it.
+    async fn label_bin(
+        &self,
+        s: &mut Session,
+        binning: &Binning,
+        bin: usize,
+    ) -> Result<Option<Vec<(KernelId, Timed)>>> {
+        let sig = rows_signature(binning, bin);
+        let mut times: Vec<(KernelId, Timed)> = Vec::new();
+        let mut best = f64::INFINITY;
+        for k in s.kernels.clone() {
+            let target = Target::Bin {
+                bin: bin as u32,
+                kernel: k,
+            };
+            let kkey = s.key(binning.scheme, target);
+            let m = if let Some(&m) = s.have.get(&kkey) {
+                m
+            } else if let Some(&m) = s.by_rows.get(&(sig, k)) {
+                // Same rows already timed under another scheme: same launch.
+                self.store_time(&kkey, m).await?;
                 m
             } else {
-                if out_of_time() {
+                if s.out_of_time() {
                     return Ok(None);
                 }
-                let st = self.time_whole(&dm, &binning, &plan, &x, &mut budget)?;
-                let m = Timed::of(&st);
-                self.store_time(&pkey, m).await?;
+                let m = self.time_bin(&s.dm, binning, (bin, k), &s.x, best, &mut s.budget)?;
+                self.store_time(&kkey, m).await?;
                 m
             };
-            have.insert(pkey, total);
-            out.plans.insert(
-                scheme,
-                SchemePlan {
-                    plan,
-                    total_ms: total.median_ms,
-                    bins_sum_ms: bins_sum,
-                    ci_rel: total.ci_rel.unwrap_or(0.0),
-                },
-            );
+            s.have.insert(kkey, m);
+            s.by_rows.insert((sig, k), m);
+            best = best.min(m.median_ms);
+            times.push((k, m));
         }
-        self.store_plans(&out, precision, context).await?;
-        Ok(Some(out))
+        Ok(Some(times))
     }
 
     /// Stores each scheme's best plan, the oracle flagged.
@@ -453,32 +504,32 @@ impl Labeller<'_> {
 
     /// Times one kernel on one bin: a first run, then (unless hopeless) the
     /// warm-up and repetitions, adaptive only for contenders of the best so far.
-    #[allow(clippy::too_many_arguments)]
-    fn time_bin<T: DeviceScalar>(
+    fn time_bin(
         &self,
-        dm: &engine::DeviceMatrix<T>,
+        dm: &AnyMatrix,
         binning: &Binning,
-        bin: usize,
-        k: KernelId,
-        x: &[T],
+        (bin, k): (usize, KernelId),
+        x: &[f64],
         best_so_far: f64,
         budget: &mut ExtraBudget,
     ) -> Result<Timed> {
         let pp = self
             .engine
-            .prepare_bins(dm, binning, &[(bin, k)], LaunchMode::PerBin)?;
-        let first = self.engine.time(dm, &pp, x, 0, 1)?;
+            .prepare_bins_any(dm, binning, &[(bin, k)], LaunchMode::PerBin)?;
+        let first = self.engine.time_any(dm, &pp, x, 0, 1)?;
         if self.opts.hopeless_factor > 0.0
             && best_so_far.is_finite()
             && first.median_ms > self.opts.hopeless_factor * best_so_far
         {
             return Ok(Timed::of(&first));
         }
-        let mut policy = budget.limit(self.policy());
+        let mut policy = budget.limit(self.opts.policy);
         if first.median_ms > (1.0 + CONTENDER_MARGIN) * best_so_far {
             policy.ci_target = 0.0;
         }
-        let st = self.engine.measure(dm, &pp, x, &policy, first.median_ms)?;
+        let st = self
+            .engine
+            .measure_any(dm, &pp, x, &policy, first.median_ms)?;
         budget.spend(&st);
         Ok(Timed::of(&st))
     }
@@ -499,36 +550,35 @@ impl Labeller<'_> {
 
     /// Times a plan as a whole: a first run to size the repetitions, then the
     /// warm-up and the timed runs (adaptive within the matrix's budget).
-    fn time_whole<T: DeviceScalar>(
+    fn time_whole(
         &self,
-        dm: &engine::DeviceMatrix<T>,
+        dm: &AnyMatrix,
         binning: &Binning,
         plan: &Plan,
-        x: &[T],
+        x: &[f64],
         budget: &mut ExtraBudget,
     ) -> Result<engine::TimeStats> {
         let pp = self
             .engine
-            .prepare_binned(dm, binning, plan, LaunchMode::default())?;
-        let est = self.engine.time(dm, &pp, x, 0, 1)?.median_ms;
-        let st = self
-            .engine
-            .measure(dm, &pp, x, &budget.limit(self.policy()), est)?;
+            .prepare_binned_any(dm, binning, plan, LaunchMode::default())?;
+        let est = self.engine.time_any(dm, &pp, x, 0, 1)?.median_ms;
+        let policy = budget.limit(self.opts.policy);
+        let st = self.engine.measure_any(dm, &pp, x, &policy, est)?;
         budget.spend(&st);
         Ok(st)
     }
 
     /// Times a given plan as a whole, now, and stores it under its plan key when
     /// the database has no timing for that key yet. Returns the median (ms).
-    pub async fn plan_time<T: DeviceScalar>(
+    pub async fn plan_time(
         &self,
         matrix: MatrixId,
-        dm: &engine::DeviceMatrix<T>,
+        dm: &AnyMatrix,
         binning: &Binning,
         plan: &Plan,
-        x: &[T],
+        x: &[f64],
     ) -> Result<f64> {
-        let precision = precision_of::<T>();
+        let precision = dm.precision();
         let key = MeasurementKey {
             matrix,
             device: self.device,
@@ -542,6 +592,37 @@ impl Labeller<'_> {
         self.store_time(&key, Timed::of(&st)).await?;
         Ok(st.median_ms)
     }
+}
+
+/// The measurements the database holds for a matrix on a device in one
+/// precision and measurement context.
+async fn stored_in_context(
+    store: &Store,
+    matrix: MatrixId,
+    device: DeviceId,
+    precision: Precision,
+    context: ContextId,
+) -> Result<impl Iterator<Item = NewMeasurement>> {
+    Ok(store
+        .measurements_for(matrix, device, precision)
+        .await?
+        .into_iter()
+        .map(|m| m.data)
+        .filter(move |m| m.key.context == context))
+}
+
+/// The timings the database holds for a matrix in one context, by key.
+async fn stored_timings(
+    store: &Store,
+    matrix: MatrixId,
+    device: DeviceId,
+    precision: Precision,
+    context: ContextId,
+) -> Result<HashMap<MeasurementKey, Timed>> {
+    Ok(stored_in_context(store, matrix, device, precision, context)
+        .await?
+        .map(|m| (m.key.clone(), Timed::stored(&m)))
+        .collect())
 }
 
 /// The labels of one matrix rebuilt from the database alone, without a device:
@@ -558,13 +639,7 @@ pub async fn labels_from_store(
     features: Features,
     row_ptr: &[u32],
 ) -> Result<Option<MatrixLabels>> {
-    let have: HashMap<MeasurementKey, Timed> = store
-        .measurements_for(matrix, device, precision)
-        .await?
-        .into_iter()
-        .filter(|m| m.data.key.context == context)
-        .map(|m| (m.data.key.clone(), Timed::stored(&m.data)))
-        .collect();
+    let have = stored_timings(store, matrix, device, precision, context).await?;
     let key = |scheme: Scheme, target: Target| MeasurementKey {
         matrix,
         device,
@@ -574,14 +649,7 @@ pub async fn labels_from_store(
         context,
     };
     let kernels = kernel_order();
-    let mut out = MatrixLabels {
-        matrix,
-        name: name.to_string(),
-        features,
-        bins: BTreeMap::new(),
-        bin_ci: BTreeMap::new(),
-        plans: BTreeMap::new(),
-    };
+    let mut out = MatrixLabels::new(matrix, name, features);
     for scheme in Scheme::all() {
         let binning = Binning::new(row_ptr, scheme);
         let mut plan = Plan {
@@ -609,15 +677,8 @@ pub async fn labels_from_store(
         let Some(&total) = have.get(&key(scheme, Target::plan(&plan)?)) else {
             return Ok(None);
         };
-        out.plans.insert(
-            scheme,
-            SchemePlan {
-                plan,
-                total_ms: total.median_ms,
-                bins_sum_ms: bins_sum,
-                ci_rel: total.ci_rel.unwrap_or(0.0),
-            },
-        );
+        out.plans
+            .insert(scheme, SchemePlan::timed(plan, total, bins_sum));
     }
     Ok(Some(out))
 }
@@ -631,13 +692,10 @@ pub async fn stored_plan_times(
     context: ContextId,
     matrix: MatrixId,
 ) -> Result<HashMap<String, f64>> {
-    Ok(store
-        .measurements_for(matrix, device, precision)
+    Ok(stored_in_context(store, matrix, device, precision, context)
         .await?
-        .into_iter()
-        .filter(|m| m.data.key.context == context)
-        .filter_map(|m| match m.data.key.target {
-            Target::Plan(json) => Some((json, m.data.median_ms)),
+        .filter_map(|m| match m.key.target {
+            Target::Plan(json) => Some((json, m.median_ms)),
             Target::Bin { .. } => None,
         })
         .collect())

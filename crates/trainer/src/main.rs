@@ -237,11 +237,14 @@ impl Common {
 
     fn label_options(&self) -> LabelOptions {
         LabelOptions {
-            min_reps: self.min_reps,
-            max_reps: self.max_reps.max(self.min_reps),
-            ci_target: self.ci_target.max(0.0),
-            ci_max_reps: self.ci_max_reps,
-            ci_budget_ms: self.ci_budget_ms.max(0.0),
+            policy: engine::TimingPolicy {
+                min_reps: self.min_reps,
+                max_reps: self.max_reps.max(self.min_reps),
+                ci_target: self.ci_target.max(0.0),
+                ci_max_reps: self.ci_max_reps,
+                ci_budget_ms: self.ci_budget_ms.max(0.0),
+                ..engine::TimingPolicy::default()
+            },
             ci_extra_share: self.ci_extra_share.max(0.0),
             stale_after: std::time::Duration::try_from_secs_f64(
                 self.stale_run_minutes.max(0.0) * 60.0,
@@ -704,10 +707,7 @@ async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
         serde_json::json!({"evaluate": dir.display().to_string()}),
     )
     .await?;
-    let labelled: Vec<&Labelled> = match precision {
-        Precision::F32 => lc.f32.iter().collect(),
-        Precision::F64 => lc.f64.iter().collect(),
-    };
+    let labelled: Vec<&Labelled> = lc.of(precision).iter().collect();
     let class = match c.device_class.as_deref() {
         Some(k) => RuleClass::from_kind(k),
         None => RuleClass::from_kind(&env.engine.info().kind),

@@ -9,7 +9,7 @@ use crate::evaluate::{self, EvalRow, Summary};
 use crate::label::{LabelOptions, Labeller, MatrixLabels};
 use crate::split::{kind_class, size_bucket, split, Side};
 use anyhow::{Context, Result};
-use engine::{DeviceScalar, Engine};
+use engine::Engine;
 use indicatif::{ProgressBar, ProgressStyle};
 use selector::{Model, ParamGuard, Stage1Sample, Stage2Sample, TrainParams, Weighting};
 use sparse::Csr;
@@ -43,6 +43,23 @@ pub struct LabelledCorpus {
     pub interrupted: bool,
     /// Wall time spent, seconds.
     pub seconds: f64,
+}
+
+impl LabelledCorpus {
+    /// The labels of one precision.
+    pub fn of(&self, p: Precision) -> &[Labelled] {
+        match p {
+            Precision::F32 => &self.f32,
+            Precision::F64 => &self.f64,
+        }
+    }
+
+    fn of_mut(&mut self, p: Precision) -> &mut Vec<Labelled> {
+        match p {
+            Precision::F32 => &mut self.f32,
+            Precision::F64 => &mut self.f64,
+        }
+    }
 }
 
 /// The device and database the trainer works with.
@@ -115,15 +132,15 @@ fn progress(n: usize, what: &str) -> ProgressBar {
     pb
 }
 
-async fn label_one<T: DeviceScalar>(
+async fn label_one(
     lab: &Labeller<'_>,
     item: &Item,
     idx: usize,
-    a: &Csr<T>,
+    (a, precision): (&Csr<f64>, Precision),
     deadline: Option<Instant>,
 ) -> Result<Option<Labelled>> {
     Ok(lab
-        .label(&item.name, &item.source, a, deadline)
+        .label(&item.name, &item.source, a, precision, deadline)
         .await?
         .map(|labels| Labelled {
             item: idx,
@@ -169,15 +186,8 @@ pub async fn label_corpus(
             }
         };
         for &p in precisions {
-            let r = match p {
-                Precision::F32 => label_one(&lab, item, i, &a.cast::<f32>(), deadline)
-                    .await
-                    .map(|l| l.map(|l| out.f32.push(l))),
-                Precision::F64 => label_one(&lab, item, i, &a, deadline)
-                    .await
-                    .map(|l| l.map(|l| out.f64.push(l))),
-            };
-            match r {
+            let r = label_one(&lab, item, i, (&a, p), deadline).await;
+            match r.map(|l| l.map(|l| out.of_mut(p).push(l))) {
                 Ok(Some(())) => {}
                 Ok(None) => out.interrupted = true,
                 Err(e) => out
@@ -322,67 +332,8 @@ pub fn fit_precision_with(
     seed: u64,
     perf_params: selector::PerfParams,
 ) -> Result<Fitted> {
-    let strata: Vec<(String, u32)> = train
-        .iter()
-        .map(|l| {
-            (
-                String::from("all"),
-                size_bucket(l.labels.features.values[2] as usize),
-            )
-        })
-        .collect();
-    let sides = split(&strata, 0.25, seed ^ 0xfeed);
-    let (mut t1, mut t2, mut v1, mut v2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (l, s) in train.iter().zip(&sides) {
-        if *s == Side::Test {
-            v1.push(l.samples.stage1.clone());
-            v2.extend(l.samples.stage2.iter().cloned());
-        } else {
-            t1.push(l.samples.stage1.clone());
-            t2.extend(l.samples.stage2.iter().cloned());
-        }
-    }
-    // Every (tolerance, weighting, depth) is fitted on the training part and judged
-    // on the validation matrices by what users feel: the time of the whole plan it
-    // predicts (estimated from the labels) against the oracle's, geometric mean over
-    // matrices. Timer noise on microsecond kernels is larger than 2%, hence the
-    // tolerances; near-tied labels invite overfitting, hence the depths.
-    let mut results = Vec::new();
-    let mut best: Option<(selector::ValidTrainParams, f64)> = None;
-    let valid: Vec<&&Labelled> = train
-        .iter()
-        .zip(&sides)
-        .filter(|(_, s)| **s == Side::Test)
-        .map(|(l, _)| l)
-        .collect();
-    for tol in TIE_TOLERANCES {
-        for (depth, leaf) in MAX_DEPTHS
-            .iter()
-            .flat_map(|&d| MIN_WEIGHT_LEAF.iter().map(move |&l| (d, l)))
-        {
-            for w in Weighting::ALL {
-                let p = TrainParams::new()
-                    .seed(seed)
-                    .tie_tolerance(tol)
-                    .max_depth(depth)
-                    .min_weight_leaf(leaf)
-                    .min_weight_split(2.0 * leaf)
-                    .weighting(w)
-                    .check()?;
-                let model = selector::fit(&t1, &t2, &p)?;
-                let score = validation_score(&model, &valid);
-                results.push(serde_json::json!({
-                    "tie_tolerance": tol, "max_depth": depth, "min_weight_leaf": leaf, "weighting": w,
-                    "validation_geomean_oracle_ratio": score,
-                }));
-                if best.as_ref().is_none_or(|(_, b)| score > *b + 1e-12) {
-                    best = Some((p, score));
-                }
-            }
-        }
-    }
-    let (params, best_score) = best.expect("at least one configuration");
-    let weighting = params.weighting();
+    let v = Validation::split(train, seed);
+    let (results, params, best_score) = search_params(&v, seed)?;
     let all1: Vec<Stage1Sample> = train.iter().map(|l| l.samples.stage1.clone()).collect();
     let all2: Vec<Stage2Sample> = train
         .iter()
@@ -396,7 +347,10 @@ pub fn fit_precision_with(
     let variants = serde_json::to_value(&results)?;
     if let Some(m) = model.card.metrics.as_object_mut() {
         m.insert("variants_on_validation".into(), variants.clone());
-        m.insert("chosen_weighting".into(), serde_json::to_value(weighting)?);
+        m.insert(
+            "chosen_weighting".into(),
+            serde_json::to_value(params.weighting())?,
+        );
         m.insert(
             "chosen_tie_tolerance".into(),
             serde_json::json!(params.tie_tolerance()),
@@ -423,6 +377,86 @@ pub fn fit_precision_with(
     }
     model.set_perf(perf.map(|(p, _)| p));
     Ok(Fitted { model, variants })
+}
+
+/// The training matrices split into a fitting part and a validation quarter.
+struct Validation<'a> {
+    /// Stage-1 and stage-2 samples of the fitting part.
+    fit: (Vec<Stage1Sample>, Vec<Stage2Sample>),
+    /// The validation matrices.
+    valid: Vec<&'a &'a Labelled>,
+}
+
+impl<'a> Validation<'a> {
+    /// A quarter of `train` for validation, stratified by size.
+    fn split(train: &'a [&'a Labelled], seed: u64) -> Validation<'a> {
+        let strata: Vec<(String, u32)> = train
+            .iter()
+            .map(|l| {
+                (
+                    String::from("all"),
+                    size_bucket(l.labels.features.values[2] as usize),
+                )
+            })
+            .collect();
+        let sides = split(&strata, 0.25, seed ^ 0xfeed);
+        let (mut t1, mut t2) = (Vec::new(), Vec::new());
+        let mut valid = Vec::new();
+        for (l, s) in train.iter().zip(&sides) {
+            if *s == Side::Test {
+                valid.push(l);
+            } else {
+                t1.push(l.samples.stage1.clone());
+                t2.extend(l.samples.stage2.iter().cloned());
+            }
+        }
+        Validation {
+            fit: (t1, t2),
+            valid,
+        }
+    }
+}
+
+/// Every (tolerance, weighting, depth, leaf) fitted on the fitting part and
+/// judged on the validation matrices by what users feel: the time of the whole
+/// plan it predicts (estimated from the labels) against the oracle's, geometric
+/// mean over matrices. Timer noise on microsecond kernels is larger than 2%,
+/// hence the tolerances; near-tied labels invite overfitting, hence the depths.
+/// Returns every variant's result, the best parameters and their score.
+fn search_params(
+    v: &Validation<'_>,
+    seed: u64,
+) -> Result<(Vec<serde_json::Value>, selector::ValidTrainParams, f64)> {
+    let mut results = Vec::new();
+    let mut best: Option<(selector::ValidTrainParams, f64)> = None;
+    for tol in TIE_TOLERANCES {
+        for (depth, leaf) in MAX_DEPTHS
+            .iter()
+            .flat_map(|&d| MIN_WEIGHT_LEAF.iter().map(move |&l| (d, l)))
+        {
+            for w in Weighting::ALL {
+                let p = TrainParams::new()
+                    .seed(seed)
+                    .tie_tolerance(tol)
+                    .max_depth(depth)
+                    .min_weight_leaf(leaf)
+                    .min_weight_split(2.0 * leaf)
+                    .weighting(w)
+                    .check()?;
+                let model = selector::fit(&v.fit.0, &v.fit.1, &p)?;
+                let score = validation_score(&model, &v.valid);
+                results.push(serde_json::json!({
+                    "tie_tolerance": tol, "max_depth": depth, "min_weight_leaf": leaf, "weighting": w,
+                    "validation_geomean_oracle_ratio": score,
+                }));
+                if best.as_ref().is_none_or(|(_, b)| score > *b + 1e-12) {
+                    best = Some((p, score));
+                }
+            }
+        }
+    }
+    let (params, score) = best.expect("at least one configuration");
+    Ok((results, params, score))
 }
 
 /// Fits the performance model on the training matrices' timed plans (each
@@ -462,34 +496,16 @@ pub async fn evaluate_labelled(
         let item = &items[l.item];
         pb.set_message(item.name.clone());
         let a = item.load()?;
-        let row = match precision {
-            Precision::F32 => {
-                evaluate::evaluate_matrix(
-                    &lab,
-                    class,
-                    model,
-                    &setup,
-                    &item.name,
-                    &item.source,
-                    &a.cast::<f32>(),
-                    &l.labels,
-                )
-                .await
-            }
-            Precision::F64 => {
-                evaluate::evaluate_matrix(
-                    &lab,
-                    class,
-                    model,
-                    &setup,
-                    &item.name,
-                    &item.source,
-                    &a,
-                    &l.labels,
-                )
-                .await
-            }
-        };
+        let row = evaluate::evaluate_matrix(
+            &lab,
+            class,
+            model,
+            &setup,
+            (&item.name, &item.source),
+            (&a, precision),
+            &l.labels,
+        )
+        .await;
         match row {
             Ok(r) => rows.push(r),
             Err(e) => eprintln!("evaluate: {} failed: {e:#}", item.name),

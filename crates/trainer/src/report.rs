@@ -21,33 +21,8 @@ pub fn bar_chart(
     categories: &[String],
     series: &[(String, Vec<f64>)],
 ) -> String {
-    let n = categories.len().max(1);
-    let k = series.len().max(1);
-    let group_w = (10 * k + 6) as f64;
-    let (left, top, bottom) = (70.0, 40.0, 150.0);
-    let plot_h = 320.0;
-    let width = left + group_w * n as f64 + 160.0;
-    let height = top + plot_h + bottom;
-    let vals: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.1.iter().copied())
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect();
-    let lo = vals
-        .iter()
-        .copied()
-        .fold(1.0f64, f64::min)
-        .log2()
-        .floor()
-        .min(-1.0);
-    let hi = vals
-        .iter()
-        .copied()
-        .fold(1.0f64, f64::max)
-        .log2()
-        .ceil()
-        .max(1.0);
-    let y = |v: f64| top + plot_h * (1.0 - (v.max(1e-12).log2() - lo) / (hi - lo));
+    let f = Frame::new(categories.len().max(1), series);
+    let (width, height) = (f.right() + 160.0, f.top + f.plot_h + 150.0);
     let mut s = String::new();
     let _ = write!(
         s,
@@ -56,41 +31,113 @@ pub fn bar_chart(
     let _ = write!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = write!(
         s,
-        r#"<text x="{left}" y="20" font-size="14">{}</text>"#,
+        r#"<text x="{}" y="20" font-size="14">{}</text>"#,
+        f.left,
         esc(title)
     );
-    for e in lo as i32..=hi as i32 {
-        let v = 2f64.powi(e);
-        let yy = y(v);
-        let _ = write!(
-            s,
-            r##"<line x1="{left}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="{}" stroke-width="{}"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            left + group_w * n as f64,
-            if e == 0 { "#000" } else { "#ddd" },
-            if e == 0 { 1.5 } else { 0.5 },
-            left - 4.0,
-            yy + 4.0,
-            if e >= 0 {
-                format!("{}", v as u64)
-            } else {
-                format!("1/{}", (1.0 / v) as u64)
-            }
-        );
-    }
+    f.grid(&mut s);
     let _ = write!(
         s,
         r#"<text transform="translate(16,{:.0}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        top + plot_h / 2.0,
+        f.top + f.plot_h / 2.0,
         esc(ylabel)
     );
     for (ci, cat) in categories.iter().enumerate() {
-        let gx = left + group_w * ci as f64 + 3.0;
+        f.bars(&mut s, ci, cat, series);
+    }
+    for (si, (name, _)) in series.iter().enumerate() {
+        let lx = f.right() + 15.0;
+        let ly = f.top + 16.0 * si as f64;
+        let _ = write!(
+            s,
+            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+            ly,
+            COLORS[si % COLORS.len()],
+            lx + 14.0,
+            ly + 9.0,
+            esc(name)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The plot area of a bar chart and its log2 value range.
+struct Frame {
+    left: f64,
+    top: f64,
+    plot_h: f64,
+    /// Width of one category's group of bars.
+    group_w: f64,
+    /// Categories.
+    n: usize,
+    /// The axis from 2^lo to 2^hi (always spanning 1/2 .. 2).
+    lo: f64,
+    hi: f64,
+}
+
+impl Frame {
+    fn new(n: usize, series: &[(String, Vec<f64>)]) -> Frame {
+        let vals: Vec<f64> = series
+            .iter()
+            .flat_map(|s| s.1.iter().copied())
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .collect();
+        let lo = vals.iter().copied().fold(1.0f64, f64::min).log2().floor();
+        let hi = vals.iter().copied().fold(1.0f64, f64::max).log2().ceil();
+        Frame {
+            left: 70.0,
+            top: 40.0,
+            plot_h: 320.0,
+            group_w: (10 * series.len().max(1) + 6) as f64,
+            n,
+            lo: lo.min(-1.0),
+            hi: hi.max(1.0),
+        }
+    }
+
+    /// The right end of the plot area.
+    fn right(&self) -> f64 {
+        self.left + self.group_w * self.n as f64
+    }
+
+    /// The y coordinate of a value.
+    fn y(&self, v: f64) -> f64 {
+        self.top + self.plot_h * (1.0 - (v.max(1e-12).log2() - self.lo) / (self.hi - self.lo))
+    }
+
+    /// A grid line and label per power of two, the line at 1 darker.
+    fn grid(&self, s: &mut String) {
+        for e in self.lo as i32..=self.hi as i32 {
+            let v = 2f64.powi(e);
+            let yy = self.y(v);
+            let _ = write!(
+                s,
+                r##"<line x1="{}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="{}" stroke-width="{}"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                self.left,
+                self.right(),
+                if e == 0 { "#000" } else { "#ddd" },
+                if e == 0 { 1.5 } else { 0.5 },
+                self.left - 4.0,
+                yy + 4.0,
+                if e >= 0 {
+                    format!("{}", v as u64)
+                } else {
+                    format!("1/{}", (1.0 / v) as u64)
+                }
+            );
+        }
+    }
+
+    /// The bars of category `ci` (one per series with a positive value) and its label.
+    fn bars(&self, s: &mut String, ci: usize, cat: &str, series: &[(String, Vec<f64>)]) {
+        let gx = self.left + self.group_w * ci as f64 + 3.0;
         for (si, (_, v)) in series.iter().enumerate() {
             let val = v.get(ci).copied().unwrap_or(f64::NAN);
             if !(val.is_finite() && val > 0.0) {
                 continue;
             }
-            let (y0, y1) = (y(1.0), y(val));
+            let (y0, y1) = (self.y(1.0), self.y(val));
             let _ = write!(
                 s,
                 r#"<rect x="{:.1}" y="{:.1}" width="9" height="{:.1}" fill="{}"><title>{}: {:.3}</title></rect>"#,
@@ -106,25 +153,10 @@ pub fn bar_chart(
             s,
             r#"<text transform="translate({:.1},{:.1}) rotate(60)">{}</text>"#,
             gx + 2.0,
-            top + plot_h + 8.0,
+            self.top + self.plot_h + 8.0,
             esc(&cat.chars().take(28).collect::<String>())
         );
     }
-    for (si, (name, _)) in series.iter().enumerate() {
-        let lx = left + group_w * n as f64 + 15.0;
-        let ly = top + 16.0 * si as f64;
-        let _ = write!(
-            s,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            ly,
-            COLORS[si % COLORS.len()],
-            lx + 14.0,
-            ly + 9.0,
-            esc(name)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// A confusion matrix: rows are the true (best) class, columns the predicted one.

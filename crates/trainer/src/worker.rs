@@ -184,14 +184,9 @@ async fn label_claimed(
     })?;
     let a = item.load().map_err(|e| format!("{e:#}"))?;
     for &p in precisions {
-        let labelled = match p {
-            Precision::F32 => {
-                lab.label(&item.name, &item.source, &a.cast::<f32>(), None)
-                    .await
-            }
-            Precision::F64 => lab.label(&item.name, &item.source, &a, None).await,
-        };
-        labelled.map_err(|e| format!("{p}: {e:#}"))?;
+        lab.label(&item.name, &item.source, &a, p, None)
+            .await
+            .map_err(|e| format!("{p}: {e:#}"))?;
     }
     Ok(())
 }

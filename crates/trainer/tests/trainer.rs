@@ -66,8 +66,11 @@ fn tiny_corpus() -> Vec<Item> {
 
 fn quick() -> LabelOptions {
     LabelOptions {
-        min_reps: 2,
-        max_reps: 3,
+        policy: engine::TimingPolicy {
+            min_reps: 2,
+            max_reps: 3,
+            ..engine::TimingPolicy::default()
+        },
         ..LabelOptions::default()
     }
 }

@@ -87,6 +87,15 @@ fn tied_stage2() -> Vec<Stage2Sample> {
     out
 }
 
+/// The kernel a stage-2 sample times fastest: its plain label.
+fn fastest(s: &Stage2Sample) -> KernelId {
+    s.kernel_times
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap()
+        .0
+}
+
 #[test]
 fn tied_stage2_labels_are_learned_exactly() {
     let s2 = tied_stage2();
@@ -97,16 +106,7 @@ fn tied_stage2_labels_are_learned_exactly() {
     let model = fit(&trivial_stage1(), &s2, &params).unwrap();
     let m = evaluate_stage2(&model, &s2).unwrap();
     // Majority baseline: the most frequent label's share.
-    let labels: Vec<KernelId> = s2
-        .iter()
-        .map(|s| {
-            s.kernel_times
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .unwrap()
-                .0
-        })
-        .collect();
+    let labels: Vec<KernelId> = s2.iter().map(fastest).collect();
     let majority = KernelId::all()
         .into_iter()
         .map(|k| labels.iter().filter(|&&l| l == k).count())
@@ -155,17 +155,7 @@ fn linfa_alone_misses_splits_on_tied_values() {
         .iter()
         .flat_map(|s| s.x.iter().map(|&v| vector::spread(v)))
         .collect();
-    let y: Array1<usize> = s2
-        .iter()
-        .map(|s| {
-            s.kernel_times
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .unwrap()
-                .0
-                .index()
-        })
-        .collect();
+    let y: Array1<usize> = s2.iter().map(|s| fastest(s).index()).collect();
     let ds = Dataset::new(
         Array2::from_shape_vec((s2.len(), STAGE2_LEN), x).unwrap(),
         y.clone(),

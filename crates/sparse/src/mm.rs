@@ -476,6 +476,29 @@ fn parse_header(text: &[u8], opts: &ReadOptions, limits: &SizeLimits) -> Result<
     Ok(h)
 }
 
+/// The banner's format words (matched in any case).
+const FORMATS: &[(&[u8], Format)] = &[
+    (b"coordinate", Format::Coordinate),
+    (b"array", Format::Array),
+];
+
+/// The banner's field words (matched in any case).
+const FIELDS: &[(&[u8], Field)] = &[
+    (b"real", Field::Real),
+    (b"double", Field::Real),
+    (b"integer", Field::Integer),
+    (b"pattern", Field::Pattern),
+    (b"complex", Field::Complex),
+];
+
+/// The banner's symmetry words (matched in any case).
+const SYMMETRIES: &[(&[u8], Symmetry)] = &[
+    (b"general", Symmetry::General),
+    (b"symmetric", Symmetry::Symmetric),
+    (b"skew-symmetric", Symmetry::Skew),
+    (b"hermitian", Symmetry::Hermitian),
+];
+
 /// One word of the banner, looked up (in any case) in `table`; an unknown word
 /// is `kind`, with the valid words listed as `choices`.
 fn banner_word<T: Copy>(
@@ -528,35 +551,21 @@ fn parse_banner(banner: &[u8]) -> Result<(Format, Field, Symmetry), Fail> {
     }
     let format = banner_word(
         toks[2],
-        &[
-            (b"coordinate", Format::Coordinate),
-            (b"array", Format::Array),
-        ],
+        FORMATS,
         UnsupportedFormat,
         "format",
         "coordinate or array",
     )?;
     let field = banner_word(
         toks[3],
-        &[
-            (b"real", Field::Real),
-            (b"double", Field::Real),
-            (b"integer", Field::Integer),
-            (b"pattern", Field::Pattern),
-            (b"complex", Field::Complex),
-        ],
+        FIELDS,
         UnsupportedField,
         "field",
         "real, double, integer, pattern or complex",
     )?;
     let symmetry = banner_word(
         toks[4],
-        &[
-            (b"general", Symmetry::General),
-            (b"symmetric", Symmetry::Symmetric),
-            (b"skew-symmetric", Symmetry::Skew),
-            (b"hermitian", Symmetry::Hermitian),
-        ],
+        SYMMETRIES,
         UnsupportedSymmetry,
         "symmetry",
         "general, symmetric, skew-symmetric or hermitian",

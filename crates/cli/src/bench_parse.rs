@@ -260,6 +260,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A decompressed copy written for scipy, and the file it was read from.
+type CopyPair = (PathBuf, PathBuf);
+
 /// Measures every file and (with `--generated`) every generated family, and
 /// writes the decompressed text of each into `tmp` for scipy: the rows, and
 /// the (decompressed copy, original) pairs scipy reads.
@@ -267,7 +270,7 @@ fn measure_all(
     args: &Args,
     files: &[PathBuf],
     tmp: &Path,
-) -> anyhow::Result<(Vec<Row>, Vec<(PathBuf, PathBuf)>)> {
+) -> anyhow::Result<(Vec<Row>, Vec<CopyPair>)> {
     let mut rows = Vec::new();
     let mut pairs = Vec::new();
     for (k, f) in files.iter().enumerate() {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{dev_and_matrix, device, matrix, nth_key, timing};
+use common::{dev_and_matrix, matrix, nth_key, timing};
 use serde_json::json;
 use store::testing::TestDb;
 use store::{Precision, RequestId, RequestRecord, RunRecord, Store};

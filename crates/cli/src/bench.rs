@@ -343,96 +343,114 @@ impl Ctx<'_> {
             let l = self.line(name, k.name(), &a, st, err, ok);
             self.emit(l);
         }
-        // CPU-parallel SpMV (rayon), same x.
-        {
-            let mut y = vec![T::zero(); a.nrows()];
-            spmv_par_into(&a, &x, &mut y);
-            let c = compare(&a, &x, &y, &y_ref);
+        self.bench_cpu_parallel(name, &a, &x, &y_ref);
+        if let Some(scheme) = self.plan_scheme {
+            self.bench_plan(name, scheme, &m, &a, &x, &y_ref)?;
+        }
+        report_best_single::<T>(name, &singles);
+        Ok(())
+    }
+
+    /// The CPU-parallel SpMV (rayon) on the same x: one checked run, one timed
+    /// to size the repetitions, the warm-ups, then the repetitions.
+    fn bench_cpu_parallel<T: DeviceScalar>(
+        &mut self,
+        name: &str,
+        a: &Csr<T>,
+        x: &[T],
+        y_ref: &[T],
+    ) {
+        let mut y = vec![T::zero(); a.nrows()];
+        spmv_par_into(a, x, &mut y);
+        let c = compare(a, x, &y, y_ref);
+        let t0 = Instant::now();
+        spmv_par_into(a, x, &mut y);
+        let first = t0.elapsed().as_secs_f64() * 1e3;
+        let reps =
+            ((self.args.budget_ms / first.max(1e-3)) as usize).clamp(1, self.args.reps.max(1));
+        for _ in 0..self.args.warmup {
+            spmv_par_into(a, x, &mut y);
+        }
+        let mut samples = Vec::with_capacity(reps);
+        for _ in 0..reps {
             let t0 = Instant::now();
-            spmv_par_into(&a, &x, &mut y);
-            let first = t0.elapsed().as_secs_f64() * 1e3;
-            let reps =
-                ((self.args.budget_ms / first.max(1e-3)) as usize).clamp(1, self.args.reps.max(1));
-            for _ in 0..self.args.warmup {
-                spmv_par_into(&a, &x, &mut y);
+            spmv_par_into(a, x, &mut y);
+            samples.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        let st = TimeStats::from_samples(samples.clone(), samples);
+        let l = self.line(
+            name,
+            "cpu_parallel".into(),
+            a,
+            st,
+            c.worst_bound_ratio,
+            c.ok(),
+        );
+        self.emit(l);
+    }
+
+    /// The best kernel per bin at one scheme, run with one launch per bin and
+    /// with the bins of a kernel grouped.
+    fn bench_plan<T: DeviceScalar>(
+        &mut self,
+        name: &str,
+        scheme: Scheme,
+        m: &engine::DeviceMatrix<T>,
+        a: &Csr<T>,
+        x: &[T],
+        y_ref: &[T],
+    ) -> Result<()> {
+        let binning = Binning::new(a.row_ptr(), scheme);
+        let mut plan = Plan {
+            scheme,
+            kernels: Vec::new(),
+        };
+        for b in binning.nonempty_bins() {
+            let mut best = (f64::INFINITY, KernelId::Serial);
+            for &k in &self.kernels {
+                let pp = self
+                    .engine
+                    .prepare_bins(m, &binning, &[(b, k)], LaunchMode::PerBin)?;
+                let (y, t) = self.engine.execute(m, &pp, x)?;
+                drop(y);
+                let reps =
+                    ((self.args.budget_ms / 4.0 / t.kernel_ms().max(1e-3)) as usize).clamp(1, 3);
+                let st = self.engine.time(m, &pp, x, 0, reps)?;
+                if st.median_ms < best.0 {
+                    best = (st.median_ms, k);
+                }
             }
-            let mut samples = Vec::with_capacity(reps);
-            for _ in 0..reps {
-                let t0 = Instant::now();
-                spmv_par_into(&a, &x, &mut y);
-                samples.push(t0.elapsed().as_secs_f64() * 1e3);
-            }
-            let st = TimeStats::from_samples(samples.clone(), samples);
-            let l = self.line(
-                name,
-                "cpu_parallel".into(),
-                &a,
-                st,
-                c.worst_bound_ratio,
-                c.ok(),
+            plan.kernels.push((b, best.1));
+        }
+        let nbins = plan.kernels.len();
+        for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
+            let pp = self.engine.prepare_binned(m, &binning, &plan, mode)?;
+            let (st, err, ok) = self.measure(m, &pp, a, x, y_ref)?;
+            let label = format!(
+                "plan_u{}_{}({}b/{}l)",
+                scheme,
+                if mode == LaunchMode::PerBin {
+                    "per_bin"
+                } else {
+                    "grouped"
+                },
+                nbins,
+                pp.launches().len()
             );
+            let l = self.line(name, label, a, st, err, ok);
             self.emit(l);
         }
-        // Best kernel per bin at one scheme, one launch per bin vs grouped.
-        if let Some(scheme) = self.plan_scheme {
-            let binning = Binning::new(a.row_ptr(), scheme);
-            let mut plan = Plan {
-                scheme,
-                kernels: Vec::new(),
-            };
-            for b in binning.nonempty_bins() {
-                let mut best = (f64::INFINITY, KernelId::Serial);
-                for &k in &self.kernels {
-                    let pp =
-                        self.engine
-                            .prepare_bins(&m, &binning, &[(b, k)], LaunchMode::PerBin)?;
-                    let (y, t) = self.engine.execute(&m, &pp, &x)?;
-                    drop(y);
-                    let reps = ((self.args.budget_ms / 4.0 / t.kernel_ms().max(1e-3)) as usize)
-                        .clamp(1, 3);
-                    let st = self.engine.time(&m, &pp, &x, 0, reps)?;
-                    if st.median_ms < best.0 {
-                        best = (st.median_ms, k);
-                    }
-                }
-                plan.kernels.push((b, best.1));
-            }
-            let nbins = plan.kernels.len();
-            for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
-                let pp = self.engine.prepare_binned(&m, &binning, &plan, mode)?;
-                let (st, err, ok) = self.measure(&m, &pp, &a, &x, &y_ref)?;
-                let label = format!(
-                    "plan_u{}_{}({}b/{}l)",
-                    scheme,
-                    if mode == LaunchMode::PerBin {
-                        "per_bin"
-                    } else {
-                        "grouped"
-                    },
-                    nbins,
-                    pp.launches().len()
-                );
-                let l = self.line(name, label, &a, st, err, ok);
-                self.emit(l);
-            }
-        }
-        if !singles.is_empty() {
-            let best = singles.iter().min_by(|p, q| p.1.total_cmp(&q.1)).unwrap();
-            let adaptive = singles
-                .iter()
-                .find(|(k, _)| k == "csr_adaptive")
-                .map(|s| s.1);
-            eprintln!(
-                "# {name} {}: best single kernel {} ({:.4} ms){}",
-                T::NAME,
-                best.0,
-                best.1,
-                adaptive
-                    .map(|t| format!("; csr_adaptive {:.2}x its time", t / best.1))
-                    .unwrap_or_default()
-            );
-        }
         Ok(())
+    }
+
+    /// Benchmarks a matrix that was read or generated, or says on stderr why
+    /// it could not be; false when it failed.
+    fn bench_one(&mut self, name: &str, a: Result<Csr<f64>>) -> bool {
+        let res = a.and_then(|a| self.bench_both(name, &a));
+        if let Err(e) = &res {
+            eprintln!("# {name}: error: {e:#}");
+        }
+        res.is_ok()
     }
 
     fn bench_both(&mut self, name: &str, a: &Csr<f64>) -> Result<()> {
@@ -448,6 +466,27 @@ impl Ctx<'_> {
         }
         Ok(())
     }
+}
+
+/// Says on stderr which single kernel was fastest on the matrix, and how
+/// csr_adaptive compares with it.
+fn report_best_single<T: DeviceScalar>(name: &str, singles: &[(String, f64)]) {
+    let Some(best) = singles.iter().min_by(|p, q| p.1.total_cmp(&q.1)) else {
+        return;
+    };
+    let adaptive = singles
+        .iter()
+        .find(|(k, _)| k == "csr_adaptive")
+        .map(|s| s.1);
+    eprintln!(
+        "# {name} {}: best single kernel {} ({:.4} ms){}",
+        T::NAME,
+        best.0,
+        best.1,
+        adaptive
+            .map(|t| format!("; csr_adaptive {:.2}x its time", t / best.1))
+            .unwrap_or_default()
+    );
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -533,25 +572,12 @@ pub fn run(args: Args) -> Result<()> {
         complex_real_part: true,
     };
     for f in &files {
-        let name = matrix_name(f);
-        let res = read_path::<f64>(f, &opts)
-            .with_context(|| format!("reading {}", f.display()))
-            .and_then(|a| ctx.bench_both(&name, &a));
-        if let Err(e) = res {
-            eprintln!("# {name}: error: {e:#}");
-            failed += 1;
-        }
+        let a = read_path::<f64>(f, &opts).with_context(|| format!("reading {}", f.display()));
+        failed += usize::from(!ctx.bench_one(&matrix_name(f), a));
     }
     for (fam, nnz) in gens {
-        let name = format!("gen:{fam}:{nnz}");
-        let res = fam
-            .generate(nnz, 1)
-            .map_err(anyhow::Error::from)
-            .and_then(|a| ctx.bench_both(&name, &a));
-        if let Err(e) = res {
-            eprintln!("# {name}: error: {e:#}");
-            failed += 1;
-        }
+        let a = fam.generate(nnz, 1).map_err(anyhow::Error::from);
+        failed += usize::from(!ctx.bench_one(&format!("gen:{fam}:{nnz}"), a));
     }
     let wrong = ctx.all.iter().filter(|l| !l.ok).count();
     if wrong > 0 {

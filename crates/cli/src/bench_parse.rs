@@ -237,9 +237,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let files = collect_files(&args)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("Matrix Market parse throughput, MB/s of uncompressed text (best of {}), {threads} hardware threads", args.repeat);
-    let mut rows = Vec::new();
     let tmp = std::env::temp_dir().join(format!("spmv-bench-parse-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
+    let (mut rows, pairs) = measure_all(&args, &files, &tmp)?;
+    let scipy = if args.no_scipy {
+        Err("skipped (--no-scipy)".to_string())
+    } else {
+        scipy_version()
+    };
+    match &scipy {
+        Ok(v) => {
+            println!("baseline: scipy {v} scipy.io.mmread on the same decompressed files (and on the originals for +gz)");
+            match scipy_times(&pairs, args.repeat) {
+                Ok(t) => rows.iter_mut().zip(t).for_each(|(r, t)| r.scipy = Some(t)),
+                Err(e) => println!("note: scipy comparison failed: {e:#}"),
+            }
+        }
+        Err(why) => println!("note: no scipy comparison: {why}"),
+    }
+    std::fs::remove_dir_all(&tmp).ok();
+    print_table(&rows);
+    Ok(())
+}
+
+/// A decompressed copy written for scipy, and the file it was read from.
+type CopyPair = (PathBuf, PathBuf);
+
+/// Measures every file and (with `--generated`) every generated family, and
+/// writes the decompressed text of each into `tmp` for scipy: the rows, and
+/// the (decompressed copy, original) pairs scipy reads.
+fn measure_all(
+    args: &Args,
+    files: &[PathBuf],
+    tmp: &Path,
+) -> anyhow::Result<(Vec<Row>, Vec<CopyPair>)> {
+    let mut rows = Vec::new();
     let mut pairs = Vec::new();
     for (k, f) in files.iter().enumerate() {
         let (raw, text) = load(f)?;
@@ -265,23 +297,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             pairs.push((copy, gz));
         }
     }
-    let scipy = if args.no_scipy {
-        Err("skipped (--no-scipy)".to_string())
-    } else {
-        scipy_version()
-    };
-    match &scipy {
-        Ok(v) => {
-            println!("baseline: scipy {v} scipy.io.mmread on the same decompressed files (and on the originals for +gz)");
-            match scipy_times(&pairs, args.repeat) {
-                Ok(t) => rows.iter_mut().zip(t).for_each(|(r, t)| r.scipy = Some(t)),
-                Err(e) => println!("note: scipy comparison failed: {e:#}"),
-            }
-        }
-        Err(why) => println!("note: no scipy comparison: {why}"),
-    }
-    std::fs::remove_dir_all(&tmp).ok();
+    Ok((rows, pairs))
+}
 
+/// Prints the table of throughputs and ratios, the geometric mean and the legend.
+fn print_table(rows: &[Row]) {
     println!();
     println!(
         "{:<40} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>9}",
@@ -301,7 +321,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let na = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
     let nr = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
-    for r in &rows {
+    for r in rows {
         let mbps = |s: f64| r.text_mb / s;
         let sp = r.scipy.map(|t| mbps(t.mmread_s));
         let spgz = r.scipy.map(|t| mbps(t.mmread_gz_s));
@@ -337,5 +357,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "scipy: scipy.io.mmread to COO; sp+csr adds .tocsr(); +gz columns include decompression."
     );
     println!("feat: features time / one reference SpMV; an.U10 / an.single: features + binning with U=10 / a single bin, / one SpMV.");
-    Ok(())
 }

@@ -143,15 +143,16 @@ pub fn run(args: Args) -> Result<()> {
     let pred = sel.plan_explained(&features, a.row_ptr());
     let t2 = std::time::Instant::now();
     let predicted = predicted_time(&sel, &features, &pred);
-    let bins: Vec<serde_json::Value> = pred
-        .plan
-        .kernels
-        .iter()
-        .map(|(b, k)| {
-            serde_json::json!({"bin": b, "rows": pred.binning.row_count(*b), "nnz": pred.binning.bin_nnz[*b], "kernel": k})
-        })
-        .collect();
+    let timings_ms = ((t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);
     if args.json {
+        let bins: Vec<serde_json::Value> = pred
+            .plan
+            .kernels
+            .iter()
+            .map(|(b, k)| {
+                serde_json::json!({"bin": b, "rows": pred.binning.row_count(*b), "nnz": pred.binning.bin_nnz[*b], "kernel": k})
+            })
+            .collect();
         let o = serde_json::json!({
             "file": args.file.display().to_string(),
             "rows": a.nrows(), "cols": a.ncols(), "nnz": a.nnz(),
@@ -163,7 +164,7 @@ pub fn run(args: Args) -> Result<()> {
             "plan": {"scheme": pred.plan.scheme, "bins": bins},
             "explanation": pred.explanation,
             "predicted_ms": predicted,
-            "timings_ms": {"features": (t1 - t0).as_secs_f64() * 1e3, "predict_and_bin": (t2 - t1).as_secs_f64() * 1e3},
+            "timings_ms": {"features": timings_ms.0, "predict_and_bin": timings_ms.1},
         });
         println!("{}", serde_json::to_string(&o)?);
         return Ok(());
@@ -176,6 +177,17 @@ pub fn run(args: Args) -> Result<()> {
         a.nnz()
     );
     println!("selector: {note}");
+    print_prediction(&features, &pred);
+    print_predicted(predicted.as_ref());
+    println!(
+        "time: features {:.3} ms, prediction + binning {:.3} ms",
+        timings_ms.0, timings_ms.1
+    );
+    Ok(())
+}
+
+/// The features, the plan with its bins and, when there is one, why it was chosen.
+fn print_prediction(features: &Features, pred: &selector::Prediction) {
     println!("features:");
     for (n, v) in features.named() {
         println!("  {n:<24} {v}");
@@ -205,13 +217,6 @@ pub fn run(args: Args) -> Result<()> {
             print_path(&d.path);
         }
     }
-    print_predicted(predicted.as_ref());
-    println!(
-        "time: features {:.3} ms, prediction + binning {:.3} ms",
-        (t1 - t0).as_secs_f64() * 1e3,
-        (t2 - t1).as_secs_f64() * 1e3
-    );
-    Ok(())
 }
 
 /// The performance model's predicted times of the plan and the best single

@@ -275,6 +275,15 @@ fn single_only(pred: &Prediction, who: &str, calls: u64, ctx: &AmortiseContext) 
     }
 }
 
+impl Candidate {
+    /// Prices the candidate from its analysis time and its predicted time per
+    /// call (none when not predicted): the total over `calls` calls.
+    fn price(&mut self, predicted_ms: Option<f64>, calls: u64) {
+        self.predicted_ms = predicted_ms;
+        self.total_ms = predicted_ms.map(|t| self.analysis_ms + calls as f64 * t);
+    }
+}
+
 fn trivial_candidate(k: Option<KernelId>, stage2_pick: bool, ctx: &AmortiseContext) -> Candidate {
     Candidate {
         name: k.map_or("single:none".into(), |k| format!("single:{}", k.name())),
@@ -290,6 +299,15 @@ fn trivial_candidate(k: Option<KernelId>, stage2_pick: bool, ctx: &AmortiseConte
         total_ms: None,
         analysed: true,
     }
+}
+
+/// What [`Model::plan_for_calls`] was asked, handed on to the two ways of choosing.
+struct Ask<'a> {
+    f: &'a Features,
+    row_ptr: &'a [u32],
+    calls: u64,
+    ctx: &'a AmortiseContext,
+    explain: bool,
 }
 
 /// Stage 1's and stage 2's (single bin) decisions, made without binning.
@@ -357,9 +375,16 @@ impl Model {
                 planning,
             };
         }
+        let ask = Ask {
+            f,
+            row_ptr,
+            calls,
+            ctx,
+            explain,
+        };
         match &self.perf {
-            Some(_) => self.choose_by_perf(f, row_ptr, calls, ctx, explain, cheap),
-            None => self.choose_by_bound(f, row_ptr, calls, ctx, explain, cheap),
+            Some(_) => self.choose_by_perf(&ask, cheap),
+            None => self.choose_by_bound(&ask, cheap),
         }
     }
 
@@ -388,15 +413,14 @@ impl Model {
     }
 
     /// Without a performance model: the bandwidth-bound rule of the module docs.
-    fn choose_by_bound(
-        &self,
-        f: &Features,
-        row_ptr: &[u32],
-        calls: u64,
-        ctx: &AmortiseContext,
-        explain: bool,
-        cheap: Cheap,
-    ) -> Amortised {
+    fn choose_by_bound(&self, ask: &Ask, cheap: Cheap) -> Amortised {
+        let &Ask {
+            f,
+            row_ptr,
+            calls,
+            ctx,
+            explain,
+        } = ask;
         let nrows = cheap.single.nrows;
         let mut binned = self.binned_candidate(cheap.scheme, nrows, ctx);
         let trivial = trivial_candidate(Some(cheap.stage2), true, ctx);
@@ -449,15 +473,14 @@ impl Model {
 
     /// With a performance model: every kernel alone, and the binned plan when
     /// its analysis alone does not exceed the best trivial plan's total.
-    fn choose_by_perf(
-        &self,
-        f: &Features,
-        row_ptr: &[u32],
-        calls: u64,
-        ctx: &AmortiseContext,
-        explain: bool,
-        cheap: Cheap,
-    ) -> Amortised {
+    fn choose_by_perf(&self, ask: &Ask, cheap: Cheap) -> Amortised {
+        let &Ask {
+            f,
+            row_ptr,
+            calls,
+            ctx,
+            explain,
+        } = ask;
         let perf = self.perf.as_ref().expect("called with a performance model");
         let stage1_scheme = cheap.scheme.to_string();
         let (mut cands, per_prediction_ms, note) = price_trivial(perf, f, calls, ctx, &cheap);
@@ -523,9 +546,7 @@ fn price_trivial(
     let n = calls as f64;
     let predict = |k: KernelId| {
         let mut c = trivial_candidate(Some(k), k == cheap.stage2, ctx);
-        let t = perf.predict_ms(&crate::single_vector(f, k));
-        c.predicted_ms = Some(t);
-        c.total_ms = Some(c.analysis_ms + n * t);
+        c.price(Some(perf.predict_ms(&crate::single_vector(f, k))), calls);
         c
     };
     let t0 = Instant::now();
@@ -569,8 +590,10 @@ fn price_binned(
         .analysis_ms(p.binning.nrows, scheme, lists, launches)
         + per_prediction_ms;
     b.kernels = kernel_names(&p.plan);
-    b.predicted_ms = crate::plan_vector(f, &p.plan, &p.binning).map(|x| perf.predict_ms(&x));
-    b.total_ms = b.predicted_ms.map(|t| b.analysis_ms + calls as f64 * t);
+    b.price(
+        crate::plan_vector(f, &p.plan, &p.binning).map(|x| perf.predict_ms(&x)),
+        calls,
+    );
     b.analysed = true;
 }
 

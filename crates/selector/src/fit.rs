@@ -174,6 +174,32 @@ impl Grower<'_> {
     }
 }
 
+/// What the labels of one fitted stage were: counts per class, near-ties,
+/// relabels, the sizes of the equal sets, and the tree's size.
+fn label_info(f: &StageFit, names: Vec<String>) -> serde_json::Value {
+    let mut counts = serde_json::Map::new();
+    for (c, name) in names.iter().enumerate() {
+        let n = f.labels.labels.iter().filter(|&&l| l == c).count();
+        counts.insert(name.clone(), json!(n));
+    }
+    let sizes = &f.labels.equal_set_sizes;
+    let mut histogram = std::collections::BTreeMap::<usize, usize>::new();
+    for &k in sizes {
+        *histogram.entry(k).or_default() += 1;
+    }
+    json!({
+        "samples": f.labels.labels.len(),
+        "near_ties": f.labels.near_ties,
+        "relabelled": f.labels.relabelled,
+        "equal_set_mean": sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64,
+        "equal_set_sizes": histogram,
+        "equal_sets_widened_by_ci": f.labels.widened_by_ci,
+        "label_counts": counts,
+        "leaves": f.tree.leaves(),
+        "depth": f.tree.depth(),
+    })
+}
+
 /// Fits both stages. Stage 1 learns features -> scheme from `stage1` (one sample per
 /// matrix); stage 2 learns features + U + bin -> kernel from `stage2` (one sample
 /// per matrix, scheme and non-empty bin; which schemes' bins to include is the
@@ -213,29 +239,6 @@ pub fn fit(
     let s2 = stage2_samples(stage2_used, &kernels);
     let fit2 = fit_stage(&s2, &STAGE2_FEATURES, kernels.len(), params)?;
 
-    let label_info = |f: &StageFit, names: Vec<String>| {
-        let mut counts = serde_json::Map::new();
-        for (c, name) in names.iter().enumerate() {
-            let n = f.labels.labels.iter().filter(|&&l| l == c).count();
-            counts.insert(name.clone(), json!(n));
-        }
-        let sizes = &f.labels.equal_set_sizes;
-        let mut histogram = std::collections::BTreeMap::<usize, usize>::new();
-        for &k in sizes {
-            *histogram.entry(k).or_default() += 1;
-        }
-        json!({
-            "samples": f.labels.labels.len(),
-            "near_ties": f.labels.near_ties,
-            "relabelled": f.labels.relabelled,
-            "equal_set_mean": sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64,
-            "equal_set_sizes": histogram,
-            "equal_sets_widened_by_ci": f.labels.widened_by_ci,
-            "label_counts": counts,
-            "leaves": f.tree.leaves(),
-            "depth": f.tree.depth(),
-        })
-    };
     let labels = json!({
         "stage1": label_info(&fit1, schemes.iter().map(|s| s.to_string()).collect()),
         "stage2": label_info(&fit2, kernels.iter().map(|k| k.name()).collect()),

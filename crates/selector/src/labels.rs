@@ -307,38 +307,7 @@ pub(crate) fn make_labels(s: &ClassSamples, n_classes: usize, p: &ValidTrainPara
         .count();
     let near_ties = near.iter().filter(|v| v.len() > 1).count();
     let labels = if p.weighting().relabels() {
-        let mut labels: Vec<Option<usize>> = vec![None; n];
-        let mut left = n;
-        while left > 0 {
-            let mut count = vec![0usize; n_classes];
-            for (i, set) in near.iter().enumerate() {
-                if labels[i].is_none() {
-                    for &c in set {
-                        count[c] += 1;
-                    }
-                }
-            }
-            // Highest count, lowest class index on ties.
-            let (best, &best_count) = count
-                .iter()
-                .enumerate()
-                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
-                .expect("at least one class");
-            if best_count == 0 {
-                break;
-            }
-            for (i, set) in near.iter().enumerate() {
-                if labels[i].is_none() && set.contains(&best) {
-                    labels[i] = Some(best);
-                    left -= 1;
-                }
-            }
-        }
-        labels
-            .iter()
-            .zip(&plain)
-            .map(|(l, p)| l.unwrap_or(*p))
-            .collect()
+        greedy_cover(&near, &plain, n_classes)
     } else {
         plain.clone()
     };
@@ -366,6 +335,45 @@ pub(crate) fn make_labels(s: &ClassSamples, n_classes: usize, p: &ValidTrainPara
         equal_set_sizes,
         widened_by_ci,
     }
+}
+
+/// The greedy set cover of the labels: the class in the most equal sets
+/// (`near`) labels every sample whose set holds it, then the next among the
+/// samples left, and so on; a sample no class covers keeps its `plain` label.
+fn greedy_cover(near: &[Vec<usize>], plain: &[usize], n_classes: usize) -> Vec<usize> {
+    let n = near.len();
+    let mut labels: Vec<Option<usize>> = vec![None; n];
+    let mut left = n;
+    while left > 0 {
+        let mut count = vec![0usize; n_classes];
+        for (i, set) in near.iter().enumerate() {
+            if labels[i].is_none() {
+                for &c in set {
+                    count[c] += 1;
+                }
+            }
+        }
+        // Highest count, lowest class index on ties.
+        let (best, &best_count) = count
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+            .expect("at least one class");
+        if best_count == 0 {
+            break;
+        }
+        for (i, set) in near.iter().enumerate() {
+            if labels[i].is_none() && set.contains(&best) {
+                labels[i] = Some(best);
+                left -= 1;
+            }
+        }
+    }
+    labels
+        .iter()
+        .zip(plain)
+        .map(|(l, p)| l.unwrap_or(*p))
+        .collect()
 }
 
 /// Sample weights that make the fit minimise expected slowdown rather than

@@ -87,6 +87,15 @@ fn tied_stage2() -> Vec<Stage2Sample> {
     out
 }
 
+/// The kernel a stage-2 sample times fastest: its plain label.
+fn fastest(s: &Stage2Sample) -> KernelId {
+    s.kernel_times
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap()
+        .0
+}
+
 #[test]
 fn tied_stage2_labels_are_learned_exactly() {
     let s2 = tied_stage2();
@@ -97,16 +106,7 @@ fn tied_stage2_labels_are_learned_exactly() {
     let model = fit(&trivial_stage1(), &s2, &params).unwrap();
     let m = evaluate_stage2(&model, &s2).unwrap();
     // Majority baseline: the most frequent label's share.
-    let labels: Vec<KernelId> = s2
-        .iter()
-        .map(|s| {
-            s.kernel_times
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .unwrap()
-                .0
-        })
-        .collect();
+    let labels: Vec<KernelId> = s2.iter().map(fastest).collect();
     let majority = KernelId::all()
         .into_iter()
         .map(|k| labels.iter().filter(|&&l| l == k).count())
@@ -155,17 +155,7 @@ fn linfa_alone_misses_splits_on_tied_values() {
         .iter()
         .flat_map(|s| s.x.iter().map(|&v| vector::spread(v)))
         .collect();
-    let y: Array1<usize> = s2
-        .iter()
-        .map(|s| {
-            s.kernel_times
-                .iter()
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-                .unwrap()
-                .0
-                .index()
-        })
-        .collect();
+    let y: Array1<usize> = s2.iter().map(|s| fastest(s).index()).collect();
     let ds = Dataset::new(
         Array2::from_shape_vec((s2.len(), STAGE2_LEN), x).unwrap(),
         y.clone(),
@@ -199,16 +189,7 @@ fn a_feature_with_three_values_decides_the_scheme() {
             Scheme::Granularity(100),
             Scheme::Granularity(1000),
         ][v];
-        let scheme_times = Scheme::all()
-            .into_iter()
-            .map(|s| (s, if s == best { 1.0 } else { 1.5 }))
-            .collect();
-        Stage1Sample {
-            matrix: format!("m{i}"),
-            features: x,
-            scheme_times,
-            scheme_ci: Vec::new(),
-        }
+        stage1_sample(format!("m{i}"), x, best, Scheme::all(), 1.5)
     };
     let train: Vec<_> = (0..300).map(|i| make(&mut rng, i)).collect();
     let test: Vec<_> = (0..100).map(|i| make(&mut rng, i)).collect();
@@ -221,6 +202,25 @@ fn a_feature_with_three_values_decides_the_scheme() {
     assert_eq!(evaluate_stage1(&model, &train).unwrap().accuracy, 1.0);
     assert_eq!(evaluate_stage1(&model, &test).unwrap().accuracy, 1.0);
     assert_eq!(model.leaves().0, 3, "one leaf per value");
+}
+
+/// A stage-1 sample timed on `schemes`: `best` takes 1 ms, the others `slower`.
+fn stage1_sample(
+    matrix: String,
+    features: Vec<f64>,
+    best: Scheme,
+    schemes: impl IntoIterator<Item = Scheme>,
+    slower: f64,
+) -> Stage1Sample {
+    Stage1Sample {
+        matrix,
+        features,
+        scheme_times: schemes
+            .into_iter()
+            .map(|s| (s, if s == best { 1.0 } else { slower }))
+            .collect(),
+        scheme_ci: Vec::new(),
+    }
 }
 
 /// Stage-1 samples whose scheme depends on `density` only, with densities of
@@ -237,16 +237,8 @@ fn density_samples(rng: &mut ChaCha8Rng, n: usize) -> Vec<Stage1Sample> {
             } else {
                 Scheme::Granularity(100)
             };
-            let scheme_times = [Scheme::Single, Scheme::Granularity(100)]
-                .into_iter()
-                .map(|s| (s, if s == best { 1.0 } else { 2.0 }))
-                .collect();
-            Stage1Sample {
-                matrix: format!("d{i}"),
-                features: x,
-                scheme_times,
-                scheme_ci: Vec::new(),
-            }
+            let schemes = [Scheme::Single, Scheme::Granularity(100)];
+            stage1_sample(format!("d{i}"), x, best, schemes, 2.0)
         })
         .collect()
 }

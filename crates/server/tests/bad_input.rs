@@ -41,10 +41,6 @@ fn gz(bytes: &[u8]) -> Vec<u8> {
     enc.finish().unwrap()
 }
 
-fn json_req(uri: &str, v: serde_json::Value) -> Request<Body> {
-    post(uri, "application/json", v.to_string())
-}
-
 /// Cases that need no device and no uploaded matrix.
 fn cases(id: &str) -> Vec<Case> {
     let ok3 = format!("{MM}3 3 3\n1 1 1\n2 2 2\n3 3 3\n");
@@ -105,7 +101,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "unknown JSON field",
-            json_req(
+            post_json(
                 "/predict",
                 json!({"nrows": 1, "ncols": 1, "row_ptr": [0, 0], "col_idx": [], "values": [], "vals": []}),
             ),
@@ -115,7 +111,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "row_ptr of the wrong length",
-            json_req(
+            post_json(
                 "/predict",
                 json!({"nrows": 3, "ncols": 2, "row_ptr": [0, 1], "col_idx": [0], "values": [1.0]}),
             ),
@@ -125,7 +121,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "column out of range",
-            json_req(
+            post_json(
                 "/matrices",
                 json!({"nrows": 1, "ncols": 2, "row_ptr": [0, 1], "col_idx": [5], "values": [1.0]}),
             ),
@@ -135,7 +131,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "col_idx and values disagree",
-            json_req(
+            post_json(
                 "/predict",
                 json!({"nrows": 1, "ncols": 3, "row_ptr": [0, 2], "col_idx": [0, 1], "values": [1.0]}),
             ),
@@ -145,7 +141,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "row_ptr decreasing",
-            json_req(
+            post_json(
                 "/predict",
                 json!({"nrows": 2, "ncols": 2, "row_ptr": [0, 2, 1], "col_idx": [0, 1], "values": [1.0, 2.0]}),
             ),
@@ -177,21 +173,21 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "x of the wrong length",
-            json_req("/spmv", json!({"matrix": ok3, "x": [1.0, 2.0]})),
+            post_json("/spmv", json!({"matrix": ok3, "x": [1.0, 2.0]})),
             422,
             "x_length",
             "x has 2 entries but the matrix has 3 columns",
         ),
         case(
             "x with a string",
-            json_req("/spmv", json!({"matrix": ok3, "x": [1.0, "two", 3.0]})),
+            post_json("/spmv", json!({"matrix": ok3, "x": [1.0, "two", 3.0]})),
             400,
             "invalid_json",
             "invalid type: string",
         ),
         case(
             "x overflowing f32",
-            json_req(
+            post_json(
                 "/spmv",
                 json!({"matrix": ok3, "x": [1.0, 1e300, 3.0], "precision": "f32"}),
             ),
@@ -237,7 +233,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "cols over the limit",
-            json_req(
+            post_json(
                 "/predict",
                 json!({"nrows": 1, "ncols": 5000, "row_ptr": [0, 0], "col_idx": [], "values": []}),
             ),
@@ -247,7 +243,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "unknown matrix id",
-            json_req("/spmv", json!({"matrix_id": "feedbeef", "x": [1.0]})),
+            post_json("/spmv", json!({"matrix_id": "feedbeef", "x": [1.0]})),
             404,
             "matrix_not_found",
             "no matrix with id 'feedbeef'",
@@ -268,7 +264,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "unsupported precision in JSON",
-            json_req(
+            post_json(
                 "/spmv",
                 json!({"matrix": ok3, "x": [1, 2, 3], "precision": "half"}),
             ),
@@ -353,7 +349,7 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "matrix and matrix_id",
-            json_req(
+            post_json(
                 "/spmv",
                 json!({"matrix": ok3, "matrix_id": id, "x": [1, 2, 3]}),
             ),
@@ -363,28 +359,28 @@ fn cases(id: &str) -> Vec<Case> {
         ),
         case(
             "no x",
-            json_req("/spmv", json!({"matrix": ok3})),
+            post_json("/spmv", json!({"matrix": ok3})),
             422,
             "unprocessable",
             "no x",
         ),
         case(
             "no matrix",
-            json_req("/spmv", json!({"x": [1]})),
+            post_json("/spmv", json!({"x": [1]})),
             422,
             "unprocessable",
             "no matrix",
         ),
         case(
             "matrix of the wrong JSON kind",
-            json_req("/spmv", json!({"matrix": 42, "x": [1]})),
+            post_json("/spmv", json!({"matrix": 42, "x": [1]})),
             400,
             "invalid_json",
             "invalid type: integer `42`, expected Matrix Market text (a string) or a CSR object",
         ),
         case(
             "precision given twice",
-            json_req(
+            post_json(
                 "/spmv?precision=f32",
                 json!({"matrix": ok3, "x": [1, 2, 3], "precision": "f64"}),
             ),
@@ -493,7 +489,7 @@ async fn x_of_the_wrong_length_by_id_and_nan_binary_x() {
     let id = r.json()["id"].as_str().unwrap().to_string();
     let r = send(
         &app,
-        json_req("/spmv", json!({"matrix_id": id, "x": [1.0]})),
+        post_json("/spmv", json!({"matrix_id": id, "x": [1.0]})),
     )
     .await;
     assert_eq!(r.status, 422);
@@ -545,7 +541,7 @@ async fn too_big_for_the_device_is_507_with_the_sizes() {
     assert_eq!(r.status, 404);
     let r = send(
         &app,
-        json_req(
+        post_json(
             "/spmv",
             json!({"matrix": csr_json(&a), "x": random_x(100, 1)}),
         ),
@@ -578,7 +574,7 @@ async fn no_device_predict_works_and_spmv_is_503() {
     assert_eq!(r.json()["model"]["kind"], "rule");
     let r = send(
         &app,
-        json_req(
+        post_json(
             "/spmv",
             json!({"matrix": mm_text(&a), "x": random_x(60, 2)}),
         ),
@@ -596,7 +592,7 @@ async fn no_device_predict_works_and_spmv_is_503() {
     // Bad input is still a 4xx, not a 503.
     let r = send(
         &app,
-        json_req("/spmv", json!({"matrix": mm_text(&a), "x": [1.0]})),
+        post_json("/spmv", json!({"matrix": mm_text(&a), "x": [1.0]})),
     )
     .await;
     assert_eq!(r.status, 422);

@@ -150,11 +150,7 @@ async fn cache_evicts_least_recently_used_then_404() {
     assert_eq!(r.error().0, "matrix_not_found");
     let r = send(
         &app,
-        post(
-            "/spmv",
-            "application/json",
-            json!({"matrix_id": idb, "x": random_x(200, 1)}).to_string(),
-        ),
+        post_json("/spmv", json!({"matrix_id": idb, "x": random_x(200, 1)})),
     )
     .await;
     assert_eq!(r.status, 404);
@@ -234,21 +230,13 @@ async fn cache_evicts_device_buffers_too() {
     let x = random_x(300, 2);
     let r = send(
         &app,
-        post(
-            "/spmv",
-            "application/json",
-            json!({"matrix_id": ids[0], "x": x}).to_string(),
-        ),
+        post_json("/spmv", json!({"matrix_id": ids[0], "x": x})),
     )
     .await;
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
     let r = send(
         &app,
-        post(
-            "/spmv",
-            "application/json",
-            json!({"matrix_id": ids[1], "x": x}).to_string(),
-        ),
+        post_json("/spmv", json!({"matrix_id": ids[1], "x": x})),
     )
     .await;
     assert_eq!(r.status, 200);

@@ -45,6 +45,18 @@ async fn upload(app: &axum::Router, a: &sparse::Csr<f64>) -> String {
     r.json()["id"].as_str().unwrap().to_string()
 }
 
+/// A /spmv answered after the engine was rebuilt: 200, a correct y, and the
+/// matrix uploaded again to the new engine (a setup time is reported).
+fn assert_run_after_upload(r: &Resp, a: &sparse::Csr<f64>, x: &[f64]) {
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    check_y::<f64>(a, x, &y_of(&v));
+    assert!(
+        v["timings_ms"]["setup"].as_f64().is_some(),
+        "not re-uploaded: {v}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_fault_rebuilds_the_engine_and_the_next_request_works() {
     if !have_device("a_device_fault_rebuilds_the_engine") {
@@ -109,13 +121,7 @@ async fn a_device_fault_rebuilds_the_engine_and_the_next_request_works() {
 
     // The same uploaded matrix: re-uploaded to the new engine, correct y.
     let r = send(&app, post("/spmv", "application/json", body.clone())).await;
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let v = r.json();
-    check_y::<f64>(&a, &x, &y_of(&v));
-    assert!(
-        v["timings_ms"]["setup"].as_f64().is_some(),
-        "not re-uploaded: {v}"
-    );
+    assert_run_after_upload(&r, &a, &x);
     assert!(state.device_bytes_in_use() > 0);
     assert_eq!(metric(&app, "spmv_device_faults_total").await, 1.0);
     assert_eq!(
@@ -187,12 +193,7 @@ async fn a_device_job_queued_past_its_deadline_is_dropped_and_its_memory_release
     let body = json!({"matrix_id": id, "x": x}).to_string();
 
     // Keep the device worker busy past the request's deadline.
-    let (release, wait) = std::sync::mpsc::channel::<()>();
-    let s2 = state.clone();
-    let busy = tokio::spawn(async move { s2.queue().run(move |_| wait.recv().ok()).await });
-    while state.queue().in_flight() == 0 {
-        tokio::task::yield_now().await;
-    }
+    let (release, busy) = hold_worker(&state).await;
     let t = Instant::now();
     let r = send(&app, post("/spmv", "application/json", body.clone())).await;
     let took = t.elapsed();
@@ -242,12 +243,7 @@ async fn a_request_queued_behind_a_fault_is_run_on_the_rebuilt_engine() {
 
     // Queue: a job holding the worker, a job failing with an OpenCL error,
     // then the /spmv whose device buffers belong to the engine that fails.
-    let (release, wait) = std::sync::mpsc::channel::<()>();
-    let s2 = state.clone();
-    let busy = tokio::spawn(async move { s2.queue().run(move |_| wait.recv().ok()).await });
-    while state.queue().in_flight() < 1 {
-        tokio::task::yield_now().await;
-    }
+    let (release, busy) = hold_worker(&state).await;
     let s2 = state.clone();
     let failing = tokio::spawn(async move {
         s2.on_device(|_| -> Result<(), server::ApiError> {
@@ -274,13 +270,7 @@ async fn a_request_queued_behind_a_fault_is_run_on_the_rebuilt_engine() {
     // The /spmv found a newer engine than its buffers': it was uploaded again
     // to the rebuilt engine and run there, with a correct y.
     let r = spmv.await.unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    let v = r.json();
-    check_y::<f64>(&a, &x, &y_of(&v));
-    assert!(
-        v["timings_ms"]["setup"].as_f64().is_some(),
-        "not re-uploaded: {v}"
-    );
+    assert_run_after_upload(&r, &a, &x);
     assert_eq!(metric(&app, "spmv_device_faults_total").await, 1.0);
     assert_eq!(metric(&app, "spmv_device_rebuilds_total").await, 1.0);
     let r = send(&app, get(&format!("/matrices/{id}"))).await.json();

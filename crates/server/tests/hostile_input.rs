@@ -180,11 +180,7 @@ async fn a_tiny_body_cannot_declare_fifty_million_rows() {
     expect(
         &app,
         "inline /spmv (JSON)",
-        post(
-            "/spmv",
-            "application/json",
-            json!({"matrix": TINY_HUGE, "x": [1.0]}).to_string(),
-        ),
+        post_json("/spmv", json!({"matrix": TINY_HUGE, "x": [1.0]})),
         413,
         "too_large",
         msg,

@@ -13,16 +13,6 @@ use server::{DeviceState, Planner};
 
 const PRECISIONS: [&str; 2] = ["f32", "f64"];
 
-/// A PoCL CPU of the shipped models' class (x86-64, AVX-512) from another vendor.
-fn xeon() -> selector::DeviceIdentity {
-    selector::DeviceIdentity::new(
-        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
-        "GenuineIntel",
-        "6.0",
-        "cpu",
-    )
-}
-
 fn assert_same_class(model: &Value) {
     assert_eq!(model["kind"], "model", "{model}");
     assert_eq!(model["match"], "same_class", "{model}");

@@ -2,73 +2,23 @@
 //! database, answers an upload and a multiplication, and its request log lands
 //! in PostgreSQL.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use store::testing::{postgres_database, required};
 
-/// Stops the server (SIGTERM, so that it drains and flushes its request log)
-/// when the test ends, also on failure.
-struct Server(Child);
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        stop(&mut self.0);
-    }
-}
-
-/// SIGTERM, then wait.
-fn stop(child: &mut Child) {
-    if child.try_wait().ok().flatten().is_none() {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let _ = child.wait();
-    }
-}
+use common::process::{http, listening, spawn, stop, Server};
 
 /// Starts the release server on a free loopback port with `database_url`.
 fn start(database_url: &str) -> (Server, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_server"))
-        .env("DATABASE_URL", database_url)
-        .env_remove("SPMV_NO_DATABASE")
-        .args(["--bind", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting the server");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let server = Server(child);
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server exited before listening")
-            .unwrap();
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split_whitespace().next().unwrap().parse().unwrap();
-        }
-    };
-    // Keep reading, so that what the server prints later does not meet a closed pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (server, addr)
+    let (server, out) = spawn(database_url, &[]);
+    (server, listening(out))
 }
 
-/// One HTTP/1.1 request; gives the status and the body.
+/// One POST; gives the status and the body.
 fn request(addr: SocketAddr, path: &str, content_type: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    http(addr, "POST", path, content_type, "", body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

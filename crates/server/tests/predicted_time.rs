@@ -10,16 +10,6 @@ use serde_json::Value;
 use server::{DeviceState, Planner};
 use sparse::{Binning, Features, KernelId, Plan, Scheme};
 
-/// A PoCL CPU of the shipped CPU models' class.
-fn xeon() -> selector::DeviceIdentity {
-    selector::DeviceIdentity::new(
-        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
-        "GenuineIntel",
-        "6.0",
-        "cpu",
-    )
-}
-
 /// Made-up timings of single kernels and single-bin plans on random matrices:
 /// a launch cost plus a per-nonzero cost that differs by kernel.
 fn perf_samples() -> Vec<PerfSample> {

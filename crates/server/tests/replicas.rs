@@ -4,66 +4,31 @@
 //! although both hold a copy in their caches; a matrix belongs to the API key
 //! that uploaded it on every replica.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::ChildStdout;
 use store::testing::{postgres_database, required};
+
+mod common;
+
+use common::process::{http, listening, spawn, Server};
 
 const ALICE: &str = "alice-key-0123456789";
 const BOB: &str = "bob-key-9876543210ab";
 
-/// Stops a server (SIGTERM) when the test ends, also on failure.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.0.id().to_string()])
-                .status();
-            let _ = self.0.wait();
-        }
-    }
-}
-
-/// Starts a release server on a free loopback port with `database_url`, the
-/// two test keys and the id secret every replica shares.
-fn spawn(database_url: &str) -> (Server, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_server"))
-        .env("DATABASE_URL", database_url)
-        .env_remove("SPMV_NO_DATABASE")
-        .env("SPMV_API_KEYS", format!("alice:{ALICE},bob:{BOB}"))
-        .env("SPMV_ID_SECRET", "02".repeat(32))
-        .args(["--bind", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("starting the server");
-    let out = BufReader::new(child.stdout.take().unwrap());
-    (Server(child), out)
-}
-
-/// The address a started server prints once it listens.
-fn listening(out: BufReader<std::process::ChildStdout>) -> SocketAddr {
-    let mut lines = out.lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server exited before listening")
-            .unwrap();
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split_whitespace().next().unwrap().parse().unwrap();
-        }
-    };
-    // Keep reading, so that what the server prints later does not meet a closed pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    addr
+/// Starts a release server with `database_url`, the two test keys and the id
+/// secret every replica shares.
+fn start(database_url: &str) -> (Server, ChildStdout) {
+    let env = [
+        ("SPMV_API_KEYS", format!("alice:{ALICE},bob:{BOB}")),
+        ("SPMV_ID_SECRET", "02".repeat(32)),
+    ];
+    spawn(database_url, &env)
 }
 
 /// Three replicas on one database, started together.
 fn replicas(database_url: &str) -> Vec<(Server, SocketAddr)> {
-    let started: Vec<_> = (0..3).map(|_| spawn(database_url)).collect();
+    let started: Vec<_> = (0..3).map(|_| start(database_url)).collect();
     started
         .into_iter()
         .map(|(server, out)| (server, listening(out)))
@@ -72,24 +37,13 @@ fn replicas(database_url: &str) -> Vec<(Server, SocketAddr)> {
 
 /// One HTTP/1.1 request with an API key; gives the status and the body.
 fn call(addr: SocketAddr, method: &str, path: &str, key: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        if path == "/spmv" {
-            "application/json"
-        } else {
-            "text/plain"
-        },
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    let content_type = if path == "/spmv" {
+        "application/json"
+    } else {
+        "text/plain"
+    };
+    let auth = format!("Authorization: Bearer {key}\r\n");
+    http(addr, method, path, content_type, &auth, body)
 }
 
 fn json(body: &str) -> serde_json::Value {

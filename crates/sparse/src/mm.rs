@@ -451,11 +451,80 @@ fn is_blank_or_comment(line: &[u8]) -> bool {
 }
 
 fn parse_header(text: &[u8], opts: &ReadOptions, limits: &SizeLimits) -> Result<Header, Fail> {
-    use ParseErrorKind::*;
     if text.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(fail(0, Empty, "the file is empty"));
+        return Err(fail(0, ParseErrorKind::Empty, "the file is empty"));
     }
-    let (banner, mut pos) = line_at(text, 0);
+    let (banner, pos) = line_at(text, 0);
+    let (format, field, symmetry) = parse_banner(banner)?;
+    check_combination(format, field, symmetry, opts)?;
+    let (size_at, line_no) = find_size_line(text, pos)?;
+    let (line, data_start) = line_at(text, size_at);
+    let nums = parse_size_line(line, format, size_at)?;
+    let (m, n, entries) = check_size(nums, format, symmetry, size_at)?;
+    let h = Header {
+        format,
+        field,
+        symmetry,
+        nrows: m as usize,
+        ncols: n as usize,
+        entries: entries as usize,
+        data_start,
+        size_line: line_no,
+        max_nnz: limits.max_nnz,
+    };
+    check_declared(text, &h, limits).map_err(|(kind, message)| fail(size_at, kind, message))?;
+    Ok(h)
+}
+
+/// The banner's format words (matched in any case).
+const FORMATS: &[(&[u8], Format)] = &[
+    (b"coordinate", Format::Coordinate),
+    (b"array", Format::Array),
+];
+
+/// The banner's field words (matched in any case).
+const FIELDS: &[(&[u8], Field)] = &[
+    (b"real", Field::Real),
+    (b"double", Field::Real),
+    (b"integer", Field::Integer),
+    (b"pattern", Field::Pattern),
+    (b"complex", Field::Complex),
+];
+
+/// The banner's symmetry words (matched in any case).
+const SYMMETRIES: &[(&[u8], Symmetry)] = &[
+    (b"general", Symmetry::General),
+    (b"symmetric", Symmetry::Symmetric),
+    (b"skew-symmetric", Symmetry::Skew),
+    (b"hermitian", Symmetry::Hermitian),
+];
+
+/// One word of the banner, looked up (in any case) in `table`; an unknown word
+/// is `kind`, with the valid words listed as `choices`.
+fn banner_word<T: Copy>(
+    tok: &[u8],
+    table: &[(&[u8], T)],
+    kind: ParseErrorKind,
+    what: &str,
+    choices: &str,
+) -> Result<T, Fail> {
+    let word = tok.to_ascii_lowercase();
+    match table.iter().find(|(name, _)| *name == word.as_slice()) {
+        Some(&(_, value)) => Ok(value),
+        None => Err(fail(
+            0,
+            kind,
+            format!(
+                "{what} `{}` is not supported ({choices})",
+                String::from_utf8_lossy(tok)
+            ),
+        )),
+    }
+}
+
+/// The banner line: `%%MatrixMarket matrix FORMAT FIELD SYMMETRY`.
+fn parse_banner(banner: &[u8]) -> Result<(Format, Field, Symmetry), Fail> {
+    use ParseErrorKind::*;
     let toks: Vec<&[u8]> = tokens(banner).collect();
     let shown = String::from_utf8_lossy(banner).trim_end().to_string();
     if toks.is_empty() || !toks[0].eq_ignore_ascii_case(b"%%MatrixMarket") {
@@ -480,109 +549,88 @@ fn parse_header(text: &[u8], opts: &ReadOptions, limits: &SizeLimits) -> Result<
             ),
         ));
     }
-    let word = |t: &[u8]| t.to_ascii_lowercase();
-    let format = match word(toks[2]).as_slice() {
-        b"coordinate" => Format::Coordinate,
-        b"array" => Format::Array,
-        _ => {
-            return Err(fail(
-                0,
-                UnsupportedFormat,
-                format!(
-                    "format `{}` is not supported (coordinate or array)",
-                    String::from_utf8_lossy(toks[2])
-                ),
-            ))
-        }
-    };
-    let field = match word(toks[3]).as_slice() {
-        b"real" | b"double" => Field::Real,
-        b"integer" => Field::Integer,
-        b"pattern" => Field::Pattern,
-        b"complex" => Field::Complex,
-        _ => {
-            return Err(fail(
-                0,
-                UnsupportedField,
-                format!(
-                    "field `{}` is not supported (real, double, integer, pattern or complex)",
-                    String::from_utf8_lossy(toks[3])
-                ),
-            ))
-        }
-    };
-    let symmetry = match word(toks[4]).as_slice() {
-        b"general" => Symmetry::General,
-        b"symmetric" => Symmetry::Symmetric,
-        b"skew-symmetric" => Symmetry::Skew,
-        b"hermitian" => Symmetry::Hermitian,
-        _ => {
-            return Err(fail(
-                0,
-                UnsupportedSymmetry,
-                format!(
-                "symmetry `{}` is not supported (general, symmetric, skew-symmetric or hermitian)",
-                String::from_utf8_lossy(toks[4])
-            ),
-            ))
-        }
-    };
+    let format = banner_word(
+        toks[2],
+        FORMATS,
+        UnsupportedFormat,
+        "format",
+        "coordinate or array",
+    )?;
+    let field = banner_word(
+        toks[3],
+        FIELDS,
+        UnsupportedField,
+        "field",
+        "real, double, integer, pattern or complex",
+    )?;
+    let symmetry = banner_word(
+        toks[4],
+        SYMMETRIES,
+        UnsupportedSymmetry,
+        "symmetry",
+        "general, symmetric, skew-symmetric or hermitian",
+    )?;
+    Ok((format, field, symmetry))
+}
+
+/// The combinations of banner words that the format rules out or that this
+/// reader was not asked to read.
+fn check_combination(
+    format: Format,
+    field: Field,
+    symmetry: Symmetry,
+    opts: &ReadOptions,
+) -> Result<(), Fail> {
+    let bad = |message: &'static str| Err(fail(0, ParseErrorKind::InvalidCombination, message));
     if format == Format::Array && field == Field::Pattern {
-        return Err(fail(
-            0,
-            InvalidCombination,
-            "a pattern matrix cannot use the array format",
-        ));
+        return bad("a pattern matrix cannot use the array format");
     }
     if symmetry == Symmetry::Hermitian && field != Field::Complex {
-        return Err(fail(
-            0,
-            InvalidCombination,
-            "hermitian symmetry requires the complex field",
-        ));
+        return bad("hermitian symmetry requires the complex field");
     }
     if symmetry == Symmetry::Skew && field == Field::Pattern {
-        return Err(fail(
-            0,
-            InvalidCombination,
-            "a pattern matrix cannot be skew-symmetric",
-        ));
+        return bad("a pattern matrix cannot be skew-symmetric");
     }
     if field == Field::Complex && !opts.complex_real_part {
-        return Err(fail(0, ComplexNotAllowed, "complex matrices are only read when the real part is asked for (ReadOptions::complex_real_part, `--real-part`)"));
+        return Err(fail(0, ParseErrorKind::ComplexNotAllowed, "complex matrices are only read when the real part is asked for (ReadOptions::complex_real_part, `--real-part`)"));
     }
-    // The size line: the first line that is neither blank nor a comment.
+    Ok(())
+}
+
+/// The size line: the first line after the banner (at `pos`) that is neither
+/// blank nor a comment. Gives its byte offset and its 1-based line number.
+fn find_size_line(text: &[u8], mut pos: usize) -> Result<(usize, usize), Fail> {
     let mut line_no = 1;
-    let size_at = loop {
+    loop {
         if pos >= text.len() {
             return Err(fail(
                 text.len(),
-                BadSizeLine,
+                ParseErrorKind::BadSizeLine,
                 "the file ends before the size line",
             ));
         }
         line_no += 1;
         let (line, next) = line_at(text, pos);
         if !is_blank_or_comment(line) {
-            break pos;
+            return Ok((pos, line_no));
         }
         pos = next;
-    };
-    let (line, data_start) = line_at(text, size_at);
-    let want = match format {
-        Format::Coordinate => 3,
-        Format::Array => 2,
-    };
-    let what = match format {
-        Format::Coordinate => "`ROWS COLS ENTRIES`",
-        Format::Array => "`ROWS COLS`",
+    }
+}
+
+/// The numbers of the size line (`ROWS COLS ENTRIES`, or `ROWS COLS` for the
+/// array format, then 0), saturating at `u64::MAX`.
+fn parse_size_line(line: &[u8], format: Format, size_at: usize) -> Result<[u64; 3], Fail> {
+    let (want, what) = match format {
+        Format::Coordinate => (3, "`ROWS COLS ENTRIES`"),
+        Format::Array => (2, "`ROWS COLS`"),
     };
     let shown = String::from_utf8_lossy(line).trim().to_string();
     let toks: Vec<&[u8]> = tokens(line).collect();
     if toks.len() != want {
         return Err(fail(
             size_at,
-            BadSizeLine,
+            ParseErrorKind::BadSizeLine,
             format!("the size line must be {what}, found `{shown}`"),
         ));
     }
@@ -591,38 +639,49 @@ fn parse_header(text: &[u8], opts: &ReadOptions, limits: &SizeLimits) -> Result<
         if !t.iter().all(u8::is_ascii_digit) {
             return Err(fail(
                 size_at,
-                BadSizeLine,
+                ParseErrorKind::BadSizeLine,
                 format!("the size line must be {what} (non-negative integers), found `{shown}`"),
             ));
         }
-        // Saturating: any value this long is rejected as too large just below.
+        // Saturating: any value this long is rejected as too large later.
         nums[k] = t.iter().fold(0u64, |v, &d| {
             v.saturating_mul(10).saturating_add(u64::from(d - b'0'))
         });
     }
+    Ok(nums)
+}
+
+/// Checks the declared size against the 32-bit device indices and the
+/// symmetry; gives rows, columns and the entries the data section must hold.
+fn check_size(
+    nums: [u64; 3],
+    format: Format,
+    symmetry: Symmetry,
+    size_at: usize,
+) -> Result<(u64, u64, u64), Fail> {
     let too_large = |what: &str, v: u64| {
         let v = if v == u64::MAX {
             "a number beyond 64 bits".to_string()
         } else {
             v.to_string()
         };
-        fail(
+        Err(fail(
             size_at,
-            TooLarge,
+            ParseErrorKind::TooLarge,
             format!("{what} = {v} does not fit 32-bit device indices (at most {MAX_DIM})"),
-        )
+        ))
     };
     let (m, n) = (nums[0], nums[1]);
     if m > MAX_DIM as u64 {
-        return Err(too_large("rows", m));
+        return too_large("rows", m);
     }
     if n > MAX_DIM as u64 {
-        return Err(too_large("cols", n));
+        return too_large("cols", n);
     }
     if symmetry != Symmetry::General && m != n {
         return Err(fail(
             size_at,
-            NotSquare,
+            ParseErrorKind::NotSquare,
             format!(
                 "a {} matrix must be square, but the size is {m} x {n}",
                 sym_name(symmetry)
@@ -638,7 +697,7 @@ fn parse_header(text: &[u8], opts: &ReadOptions, limits: &SizeLimits) -> Result<
         },
     };
     if entries > MAX_DIM as u64 {
-        return Err(too_large("nnz", entries));
+        return too_large("nnz", entries);
     }
     if format == Format::Array {
         let expanded = match symmetry {
@@ -646,22 +705,10 @@ fn parse_header(text: &[u8], opts: &ReadOptions, limits: &SizeLimits) -> Result<
             _ => m * n,
         };
         if expanded > MAX_DIM as u64 {
-            return Err(too_large("nnz after symmetric expansion", expanded));
+            return too_large("nnz after symmetric expansion", expanded);
         }
     }
-    let h = Header {
-        format,
-        field,
-        symmetry,
-        nrows: m as usize,
-        ncols: n as usize,
-        entries: entries as usize,
-        data_start,
-        size_line: line_no,
-        max_nnz: limits.max_nnz,
-    };
-    check_declared(text, &h, limits).map_err(|(kind, message)| fail(size_at, kind, message))?;
-    Ok(h)
+    Ok((m, n, entries))
 }
 
 /// Shortest possible data line of this header, with its line end.

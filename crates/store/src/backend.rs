@@ -109,6 +109,27 @@ macro_rules! on_pool {
     };
 }
 
+/// Runs one statement on the store's pool: `$query` (a `sqlx::query*` call on
+/// the statement), each `$arg` bound in order, then `$run` (`fetch_all`,
+/// `fetch_optional`, `fetch_one` or `execute`) awaited. The statement keeps its
+/// own line in the caller; this only spares the repeated bind-and-fetch chain.
+macro_rules! run_query {
+    ($store:expr, $query:expr, [$($arg:expr),* $(,)?], $run:ident) => {
+        on_pool!($store, |pool| $query$(.bind($arg))*.$run(pool).await)
+    };
+}
+
+/// Runs one statement that changes rows (`sqlx::query` on `$sql`, each `$arg`
+/// bound in order) and gives how many rows it changed.
+macro_rules! rows_changed {
+    ($store:expr, $sql:expr, [$($arg:expr),* $(,)?]) => {
+        on_pool!($store, |pool| sqlx::query($sql)$(.bind($arg))*
+            .execute(pool)
+            .await
+            .map(|d| d.rows_affected()))
+    };
+}
+
 /// Starting a transaction that writes.
 pub(crate) trait BeginWrite {
     /// The database of the transaction.

@@ -22,13 +22,17 @@ impl Store {
              RETURNING id",
         );
         let hash = c.hash();
-        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
-            .bind(&hash)
-            .bind(&c.kernel_sources_hash)
-            .bind(&c.build_options)
-            .bind(&c.engine_version)
-            .fetch_one(pool)
-            .await)
+        let id: i64 = run_query!(
+            self,
+            sqlx::query_scalar(sql),
+            [
+                &hash,
+                &c.kernel_sources_hash,
+                &c.build_options,
+                &c.engine_version
+            ],
+            fetch_one
+        )
         .op("upsert_context")?;
         Ok(ContextId(id))
     }
@@ -47,10 +51,12 @@ impl Store {
         let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM measurement_contexts WHERE hash LIKE ? LIMIT 2"
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ContextRow>(sql)
-            .bind(&pattern)
-            .fetch_all(pool)
-            .await)
+        let rows = run_query!(
+            self,
+            sqlx::query_as::<_, ContextRow>(sql),
+            [&pattern],
+            fetch_all
+        )
         .op("context_by_hash")?;
         Ok(match <[ContextRow; 1]>::try_from(rows) {
             Ok([row]) => Some(row.into()),
@@ -69,11 +75,12 @@ impl Store {
             "SELECT context_id, COUNT(*) FROM measurements \
              WHERE device_id = ? AND precision = ? GROUP BY context_id ORDER BY context_id",
         );
-        let rows: Vec<(i64, i64)> = on_pool!(self, |pool| sqlx::query_as(sql)
-            .bind(device.0)
-            .bind(precision.as_str())
-            .fetch_all(pool)
-            .await)
+        let rows: Vec<(i64, i64)> = run_query!(
+            self,
+            sqlx::query_as(sql),
+            [device.0, precision.as_str()],
+            fetch_all
+        )
         .op("contexts_used")?;
         let all = self.contexts().await?;
         let mut out = Vec::with_capacity(rows.len());
@@ -90,10 +97,8 @@ impl Store {
         let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM measurement_contexts ORDER BY id"
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ContextRow>(sql)
-            .fetch_all(pool)
-            .await)
-        .op("contexts")?;
+        let rows =
+            run_query!(self, sqlx::query_as::<_, ContextRow>(sql), [], fetch_all).op("contexts")?;
         Ok(rows.into_iter().map(StoredContext::from).collect())
     }
 }

@@ -26,15 +26,19 @@ impl Store {
              RETURNING id",
         );
         let mem = int(d.global_mem_bytes, "global memory size")?;
-        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
-            .bind(&d.name)
-            .bind(&d.vendor)
-            .bind(&d.driver)
-            .bind(i64::from(d.compute_units))
-            .bind(mem)
-            .bind(bw)
-            .fetch_one(pool)
-            .await)
+        let id: i64 = run_query!(
+            self,
+            sqlx::query_scalar(sql),
+            [
+                &d.name,
+                &d.vendor,
+                &d.driver,
+                i64::from(d.compute_units),
+                mem,
+                bw
+            ],
+            fetch_one
+        )
         .op("upsert_device")?;
         Ok(DeviceId(id))
     }
@@ -42,10 +46,12 @@ impl Store {
     /// The device with this id, if any.
     pub async fn device(&self, id: DeviceId) -> Result<Option<Device>, StoreError> {
         let sql = self.sql(&format!("SELECT {COLUMNS} FROM devices WHERE id = ?"));
-        let row = on_pool!(self, |pool| sqlx::query_as::<_, DeviceRow>(sql)
-            .bind(id.0)
-            .fetch_optional(pool)
-            .await)
+        let row = run_query!(
+            self,
+            sqlx::query_as::<_, DeviceRow>(sql),
+            [id.0],
+            fetch_optional
+        )
         .op("device")?;
         row.map(Device::try_from).transpose()
     }
@@ -53,10 +59,8 @@ impl Store {
     /// Every device, by id.
     pub async fn list_devices(&self) -> Result<Vec<Device>, StoreError> {
         let sql = self.sql(&format!("SELECT {COLUMNS} FROM devices ORDER BY id"));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, DeviceRow>(sql)
-            .fetch_all(pool)
-            .await)
-        .op("list_devices")?;
+        let rows = run_query!(self, sqlx::query_as::<_, DeviceRow>(sql), [], fetch_all)
+            .op("list_devices")?;
         rows.into_iter().map(Device::try_from).collect()
     }
 }

@@ -205,7 +205,7 @@ impl Store {
                  AND tablename NOT LIKE '\\_sqlx%' ESCAPE '\\' ORDER BY tablename"
             }
         };
-        on_pool!(self, |pool| sqlx::query_scalar(sql).fetch_all(pool).await).op("table_names")
+        run_query!(self, sqlx::query_scalar(sql), [], fetch_all).op("table_names")
     }
 
     /// SQLite's journal mode for this database (`wal` for files, `memory` for

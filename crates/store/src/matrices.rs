@@ -24,16 +24,20 @@ impl Store {
             int(m.nnz, "nnz")?,
         );
         let features = to_json(&m.features, "features")?;
-        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
-            .bind(&m.content_hash)
-            .bind(&m.name)
-            .bind(&m.source)
-            .bind(nrows)
-            .bind(ncols)
-            .bind(nnz)
-            .bind(&features)
-            .fetch_one(pool)
-            .await)
+        let id: i64 = run_query!(
+            self,
+            sqlx::query_scalar(sql),
+            [
+                &m.content_hash,
+                &m.name,
+                &m.source,
+                nrows,
+                ncols,
+                nnz,
+                &features
+            ],
+            fetch_one
+        )
         .op("upsert_matrix")?;
         Ok(MatrixId(id))
     }
@@ -43,10 +47,12 @@ impl Store {
         let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM matrices WHERE content_hash = ?"
         ));
-        let row = on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
-            .bind(content_hash)
-            .fetch_optional(pool)
-            .await)
+        let row = run_query!(
+            self,
+            sqlx::query_as::<_, MatrixRow>(sql),
+            [content_hash],
+            fetch_optional
+        )
         .op("matrix_by_hash")?;
         row.map(Matrix::try_from).transpose()
     }
@@ -54,10 +60,12 @@ impl Store {
     /// The matrix with this id, if stored.
     pub async fn matrix(&self, id: MatrixId) -> Result<Option<Matrix>, StoreError> {
         let sql = self.sql(&format!("SELECT {COLUMNS} FROM matrices WHERE id = ?"));
-        let row = on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
-            .bind(id.0)
-            .fetch_optional(pool)
-            .await)
+        let row = run_query!(
+            self,
+            sqlx::query_as::<_, MatrixRow>(sql),
+            [id.0],
+            fetch_optional
+        )
         .op("matrix")?;
         row.map(Matrix::try_from).transpose()
     }
@@ -69,9 +77,7 @@ impl Store {
         let rows = match source {
             None => {
                 let sql = self.sql(&format!("SELECT {COLUMNS} FROM matrices ORDER BY id"));
-                on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
-                    .fetch_all(pool)
-                    .await)
+                run_query!(self, sqlx::query_as::<_, MatrixRow>(sql), [], fetch_all)
             }
             Some(s) => {
                 // substr instead of LIKE: sources may hold '%' or '_'.
@@ -79,10 +85,7 @@ impl Store {
                     "SELECT {COLUMNS} FROM matrices \
                      WHERE source = ?1 OR substr(source, 1, length(?1) + 1) = ?1 || ':' ORDER BY id"
                 ));
-                on_pool!(self, |pool| sqlx::query_as::<_, MatrixRow>(sql)
-                    .bind(s)
-                    .fetch_all(pool)
-                    .await)
+                run_query!(self, sqlx::query_as::<_, MatrixRow>(sql), [s], fetch_all)
             }
         }
         .op("list_matrices")?;

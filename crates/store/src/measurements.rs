@@ -173,17 +173,21 @@ impl Store {
              AND precision = ? AND scheme = ? AND bin = ? AND kernel = ? AND plan = ? \
              AND context_id = ?)",
         );
-        on_pool!(self, |pool| sqlx::query_scalar::<_, bool>(sql)
-            .bind(key.matrix.0)
-            .bind(key.device.0)
-            .bind(key.precision.as_str())
-            .bind(scheme_code(key.scheme))
-            .bind(bin)
-            .bind(&kernel)
-            .bind(&plan)
-            .bind(key.context.0)
-            .fetch_one(pool)
-            .await)
+        run_query!(
+            self,
+            sqlx::query_scalar::<_, bool>(sql),
+            [
+                key.matrix.0,
+                key.device.0,
+                key.precision.as_str(),
+                scheme_code(key.scheme),
+                bin,
+                &kernel,
+                &plan,
+                key.context.0
+            ],
+            fetch_one
+        )
         .op("has_measurement")
     }
 
@@ -199,12 +203,12 @@ impl Store {
             "SELECT {KEY_COLUMNS} FROM measurements \
              WHERE matrix_id = ? AND device_id = ? AND precision = ?"
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, KeyRow>(sql)
-            .bind(matrix.0)
-            .bind(device.0)
-            .bind(precision.as_str())
-            .fetch_all(pool)
-            .await)
+        let rows = run_query!(
+            self,
+            sqlx::query_as::<_, KeyRow>(sql),
+            [matrix.0, device.0, precision.as_str()],
+            fetch_all
+        )
         .op("measured_keys")?;
         rows.into_iter().map(MeasurementKey::try_from).collect()
     }
@@ -220,12 +224,12 @@ impl Store {
             "SELECT {COLUMNS} FROM measurements \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? ORDER BY id"
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, MeasurementRow>(sql)
-            .bind(matrix.0)
-            .bind(device.0)
-            .bind(precision.as_str())
-            .fetch_all(pool)
-            .await)
+        let rows = run_query!(
+            self,
+            sqlx::query_as::<_, MeasurementRow>(sql),
+            [matrix.0, device.0, precision.as_str()],
+            fetch_all
+        )
         .op("measurements_for")?;
         rows.into_iter().map(Measurement::try_from).collect()
     }
@@ -240,22 +244,24 @@ impl Store {
             "SELECT {COLUMNS} FROM measurements WHERE device_id = ? AND precision = ? \
              ORDER BY matrix_id, id"
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, MeasurementRow>(sql)
-            .bind(device.0)
-            .bind(precision.as_str())
-            .fetch_all(pool)
-            .await)
+        let rows = run_query!(
+            self,
+            sqlx::query_as::<_, MeasurementRow>(sql),
+            [device.0, precision.as_str()],
+            fetch_all
+        )
         .op("all_measurements")?;
         rows.into_iter().map(Measurement::try_from).collect()
     }
 
     /// How many measurements are stored, over all matrices, devices and precisions.
     pub async fn measurement_count(&self) -> Result<u64, StoreError> {
-        let n: i64 = on_pool!(self, |pool| sqlx::query_scalar(
-            "SELECT COUNT(*) FROM measurements"
+        let n: i64 = run_query!(
+            self,
+            sqlx::query_scalar("SELECT COUNT(*) FROM measurements"),
+            [],
+            fetch_one
         )
-        .fetch_one(pool)
-        .await)
         .op("measurement_count")?;
         uint(n, "measurements", "count")
     }

@@ -13,14 +13,18 @@ impl Store {
         );
         let metrics = to_json(&m.metrics, "model metrics")?;
         let card = to_json(&m.card, "model card")?;
-        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
-            .bind(&m.path)
-            .bind(&m.device_name)
-            .bind(m.precision.as_str())
-            .bind(&metrics)
-            .bind(&card)
-            .fetch_one(pool)
-            .await)
+        let id: i64 = run_query!(
+            self,
+            sqlx::query_scalar(sql),
+            [
+                &m.path,
+                &m.device_name,
+                m.precision.as_str(),
+                &metrics,
+                &card
+            ],
+            fetch_one
+        )
         .op("insert_model")?;
         Ok(ModelId(id))
     }
@@ -31,10 +35,8 @@ impl Store {
             "SELECT id, path, device_name, precision, metrics, card, created_at \
              FROM models ORDER BY id",
         );
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, ModelRow>(sql)
-            .fetch_all(pool)
-            .await)
-        .op("list_models")?;
+        let rows = run_query!(self, sqlx::query_as::<_, ModelRow>(sql), [], fetch_all)
+            .op("list_models")?;
         rows.into_iter().map(Model::try_from).collect()
     }
 }

@@ -90,20 +90,12 @@ impl Store {
         precision: Precision,
         context: ContextId,
     ) -> Result<Option<StoredPlan>, StoreError> {
-        let sql = self.sql(&format!(
-            "SELECT {COLUMNS} FROM plans \
-             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
-             AND is_oracle = TRUE"
-        ));
-        let row = on_pool!(self, |pool| sqlx::query_as::<_, PlanRow>(sql)
-            .bind(matrix.0)
-            .bind(device.0)
-            .bind(precision.as_str())
-            .bind(context.0)
-            .fetch_optional(pool)
-            .await)
-        .op("oracle_plan")?;
-        row.map(StoredPlan::try_from).transpose()
+        // At most one: the schema keeps one oracle per key (`plans_one_oracle`).
+        let key = (matrix, device, precision, context);
+        let plans = self
+            .plans_where(key, "AND is_oracle = TRUE", "oracle_plan")
+            .await?;
+        Ok(plans.into_iter().next())
     }
 
     /// The stored plans (one per scheme) of a matrix on a device in a precision,
@@ -115,19 +107,30 @@ impl Store {
         precision: Precision,
         context: ContextId,
     ) -> Result<Vec<StoredPlan>, StoreError> {
+        let key = (matrix, device, precision, context);
+        self.plans_where(key, "ORDER BY scheme", "plans_for").await
+    }
+
+    /// The plans of one (matrix, device, precision, context) key, with `more`
+    /// (a further condition or an order) after the key's condition.
+    async fn plans_where(
+        &self,
+        key: (MatrixId, DeviceId, Precision, ContextId),
+        more: &str,
+        op: &'static str,
+    ) -> Result<Vec<StoredPlan>, StoreError> {
+        let (matrix, device, precision, context) = key;
         let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM plans \
-             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? \
-             ORDER BY scheme"
+             WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? {more}"
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, PlanRow>(sql)
-            .bind(matrix.0)
-            .bind(device.0)
-            .bind(precision.as_str())
-            .bind(context.0)
-            .fetch_all(pool)
-            .await)
-        .op("plans_for")?;
+        let rows = run_query!(
+            self,
+            sqlx::query_as::<_, PlanRow>(sql),
+            [matrix.0, device.0, precision.as_str(), context.0],
+            fetch_all
+        )
+        .op(op)?;
         rows.into_iter().map(StoredPlan::try_from).collect()
     }
 
@@ -144,12 +147,12 @@ impl Store {
              WHERE device_id = ? AND precision = ? AND context_id = ? AND is_oracle = TRUE \
              ORDER BY matrix_id"
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, PlanRow>(sql)
-            .bind(device.0)
-            .bind(precision.as_str())
-            .bind(context.0)
-            .fetch_all(pool)
-            .await)
+        let rows = run_query!(
+            self,
+            sqlx::query_as::<_, PlanRow>(sql),
+            [device.0, precision.as_str(), context.0],
+            fetch_all
+        )
         .op("oracle_plans")?;
         rows.into_iter().map(StoredPlan::try_from).collect()
     }

@@ -163,13 +163,12 @@ impl Store {
             now = b.now(),
             lapsed = lapsed_sql(b, "?3"),
         ));
-        let row: Option<(i64, String, String, i64)> = on_pool!(self, |pool| sqlx::query_as(sql)
-            .bind(worker)
-            .bind(queue)
-            .bind(lease.as_secs_f64())
-            .bind(i64::from(max_attempts))
-            .fetch_optional(pool)
-            .await)
+        let row: Option<(i64, String, String, i64)> = run_query!(
+            self,
+            sqlx::query_as(sql),
+            [worker, queue, lease.as_secs_f64(), i64::from(max_attempts)],
+            fetch_optional
+        )
         .op("claim_label")?;
         row.map(|(id, name, source, attempts)| {
             Ok(LabelClaim {
@@ -191,13 +190,7 @@ impl Store {
              WHERE id = ? AND worker = ? AND status = 'claimed'",
             self.backend().now()
         ));
-        let n = on_pool!(self, |pool| sqlx::query(sql)
-            .bind(id.0)
-            .bind(worker)
-            .execute(pool)
-            .await
-            .map(|d| d.rows_affected()))
-        .op("heartbeat_label")?;
+        let n = rows_changed!(self, sql, [id.0, worker]).op("heartbeat_label")?;
         Ok(n == 1)
     }
 
@@ -219,15 +212,8 @@ impl Store {
              WHERE id = ? AND worker = ? AND status = 'claimed'",
             self.backend().now()
         ));
-        let n = on_pool!(self, |pool| sqlx::query(sql)
-            .bind(status.as_str())
-            .bind(error)
-            .bind(id.0)
-            .bind(worker)
-            .execute(pool)
-            .await
-            .map(|d| d.rows_affected()))
-        .op("finish_label")?;
+        let n =
+            rows_changed!(self, sql, [status.as_str(), error, id.0, worker]).op("finish_label")?;
         Ok(n == 1)
     }
 
@@ -242,11 +228,12 @@ impl Store {
              FROM label_queue WHERE queue = ?1 ORDER BY id",
             lapsed_sql(self.backend(), "?2")
         ));
-        let rows: Vec<QueueRow> = on_pool!(self, |pool| sqlx::query_as(sql)
-            .bind(queue)
-            .bind(lease.as_secs_f64())
-            .fetch_all(pool)
-            .await)
+        let rows: Vec<QueueRow> = run_query!(
+            self,
+            sqlx::query_as(sql),
+            [queue, lease.as_secs_f64()],
+            fetch_all
+        )
         .op("label_queue")?;
         rows.into_iter().map(QueueEntry::try_from).collect()
     }

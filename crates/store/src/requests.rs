@@ -31,19 +31,23 @@ impl Store {
                                    kernel_ms, e2e_ms, status) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         );
-        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
-            .bind(&r.route)
-            .bind(r.matrix_hash.as_deref())
-            .bind(features.as_deref())
-            .bind(plan.as_deref())
-            .bind(r.precision.map(|p| p.as_str()))
-            .bind(r.device.as_deref())
-            .bind(r.model.as_deref())
-            .bind(kernel_ms)
-            .bind(e2e_ms)
-            .bind(i64::from(r.status))
-            .fetch_one(pool)
-            .await)
+        let id: i64 = run_query!(
+            self,
+            sqlx::query_scalar(sql),
+            [
+                &r.route,
+                r.matrix_hash.as_deref(),
+                features.as_deref(),
+                plan.as_deref(),
+                r.precision.map(|p| p.as_str()),
+                r.device.as_deref(),
+                r.model.as_deref(),
+                kernel_ms,
+                e2e_ms,
+                i64::from(r.status)
+            ],
+            fetch_one
+        )
         .op("log_request")?;
         Ok(RequestId(id))
     }
@@ -61,11 +65,12 @@ impl Store {
                     kernel_ms, e2e_ms, status \
              FROM requests WHERE id > ? ORDER BY id LIMIT ?",
         );
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, RequestRow>(sql)
-            .bind(after.0)
-            .bind(i64::from(limit))
-            .fetch_all(pool)
-            .await)
+        let rows = run_query!(
+            self,
+            sqlx::query_as::<_, RequestRow>(sql),
+            [after.0, i64::from(limit)],
+            fetch_all
+        )
         .op("requests_since")?;
         rows.into_iter().map(Request::try_from).collect()
     }

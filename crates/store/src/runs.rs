@@ -23,20 +23,7 @@ impl Store {
 impl Store {
     /// Records the start of a training run (status `running`). Returns its id.
     pub async fn start_run(&self, r: &RunRecord) -> Result<RunId, StoreError> {
-        let sql = self.sql(
-            "INSERT INTO training_runs (device_id, precision, params, notes) \
-             VALUES (?, ?, ?, ?) RETURNING id",
-        );
-        let params = to_json(&r.params, "run parameters")?;
-        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
-            .bind(r.device.map(|d| d.0))
-            .bind(r.precision.map(|p| p.as_str()))
-            .bind(&params)
-            .bind(&r.notes)
-            .fetch_one(pool)
-            .await)
-        .op("start_run")?;
-        Ok(RunId(id))
+        self.insert_run(r, None, "start_run").await
     }
 
     /// Records the start of a training run (status `running`) by the process
@@ -46,23 +33,38 @@ impl Store {
         r: &RunRecord,
         owner: &RunOwner,
     ) -> Result<RunId, StoreError> {
+        self.insert_run(r, Some(owner), "start_owned_run").await
+    }
+
+    /// Inserts a run; without an owner, its pid, host, token and heartbeat
+    /// stay NULL. `op` names the operation in errors.
+    async fn insert_run(
+        &self,
+        r: &RunRecord,
+        owner: Option<&RunOwner>,
+        op: &'static str,
+    ) -> Result<RunId, StoreError> {
         let sql = self.sql(&format!(
             "INSERT INTO training_runs (device_id, precision, params, notes, pid, host, token, heartbeat_at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, {}) RETURNING id",
-            self.backend().now()
+            if owner.is_some() { self.backend().now() } else { "NULL" }
         ));
         let params = to_json(&r.params, "run parameters")?;
-        let id: i64 = on_pool!(self, |pool| sqlx::query_scalar(sql)
-            .bind(r.device.map(|d| d.0))
-            .bind(r.precision.map(|p| p.as_str()))
-            .bind(&params)
-            .bind(&r.notes)
-            .bind(i64::from(owner.pid))
-            .bind(&owner.host)
-            .bind(&owner.token)
-            .fetch_one(pool)
-            .await)
-        .op("start_owned_run")?;
+        let id: i64 = run_query!(
+            self,
+            sqlx::query_scalar(sql),
+            [
+                r.device.map(|d| d.0),
+                r.precision.map(|p| p.as_str()),
+                &params,
+                &r.notes,
+                owner.map(|o| i64::from(o.pid)),
+                owner.map(|o| o.host.as_str()),
+                owner.map(|o| o.token.as_str())
+            ],
+            fetch_one
+        )
+        .op(op)?;
         Ok(RunId(id))
     }
 
@@ -73,12 +75,7 @@ impl Store {
             "UPDATE training_runs SET heartbeat_at = {} WHERE id = ? AND status = 'running'",
             self.backend().now()
         ));
-        on_pool!(self, |pool| sqlx::query(sql)
-            .bind(id.0)
-            .execute(pool)
-            .await
-            .map(|_| ()))
-        .op("heartbeat_run")?;
+        rows_changed!(self, sql, [id.0]).op("heartbeat_run")?;
         Ok(())
     }
 
@@ -94,13 +91,7 @@ impl Store {
              WHERE id = ?2 AND status = 'running' AND finished_at IS NULL",
             self.backend().newline()
         ));
-        let done = on_pool!(self, |pool| sqlx::query(sql)
-            .bind(note)
-            .bind(id.0)
-            .execute(pool)
-            .await
-            .map(|d| d.rows_affected()))
-        .op("interrupt_abandoned_run")?;
+        let done = rows_changed!(self, sql, [note, id.0]).op("interrupt_abandoned_run")?;
         Ok(done == 1)
     }
 
@@ -127,14 +118,7 @@ impl Store {
             b.now(),
             b.newline()
         ));
-        let done = on_pool!(self, |pool| sqlx::query(sql)
-            .bind(status.as_str())
-            .bind(notes)
-            .bind(id.0)
-            .execute(pool)
-            .await
-            .map(|d| d.rows_affected()))
-        .op("finish_run")?;
+        let done = rows_changed!(self, sql, [status.as_str(), notes, id.0]).op("finish_run")?;
         if done == 0 {
             return Err(StoreError::NotFound {
                 table: "training_runs",
@@ -150,10 +134,12 @@ impl Store {
             "SELECT {} FROM training_runs WHERE id = ?",
             self.run_columns()
         ));
-        let row = on_pool!(self, |pool| sqlx::query_as::<_, RunRow>(sql)
-            .bind(id.0)
-            .fetch_optional(pool)
-            .await)
+        let row = run_query!(
+            self,
+            sqlx::query_as::<_, RunRow>(sql),
+            [id.0],
+            fetch_optional
+        )
         .op("run")?;
         row.map(TrainingRun::try_from).transpose()
     }
@@ -164,10 +150,8 @@ impl Store {
             "SELECT {} FROM training_runs ORDER BY id",
             self.run_columns()
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, RunRow>(sql)
-            .fetch_all(pool)
-            .await)
-        .op("list_runs")?;
+        let rows =
+            run_query!(self, sqlx::query_as::<_, RunRow>(sql), [], fetch_all).op("list_runs")?;
         rows.into_iter().map(TrainingRun::try_from).collect()
     }
 
@@ -177,10 +161,8 @@ impl Store {
             "SELECT {} FROM training_runs WHERE finished_at IS NULL ORDER BY id",
             self.run_columns()
         ));
-        let rows = on_pool!(self, |pool| sqlx::query_as::<_, RunRow>(sql)
-            .fetch_all(pool)
-            .await)
-        .op("unfinished_runs")?;
+        let rows = run_query!(self, sqlx::query_as::<_, RunRow>(sql), [], fetch_all)
+            .op("unfinished_runs")?;
         rows.into_iter().map(TrainingRun::try_from).collect()
     }
 }

@@ -89,17 +89,11 @@ impl Store {
             int(m.nnz, "upload nonzeros")?,
         );
         let calls = int(m.expected_calls.max(1), "upload expected calls")?;
-        let added = on_pool!(self, |pool| sqlx::query(sql)
-            .bind(&m.id)
-            .bind(&m.owner)
-            .bind(nrows)
-            .bind(ncols)
-            .bind(nnz)
-            .bind(calls)
-            .bind(&u.csr)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))
+        let added = rows_changed!(
+            self,
+            sql,
+            [&m.id, &m.owner, nrows, ncols, nnz, calls, &u.csr]
+        )
         .op("put_upload")?;
         Ok(added == 1)
     }
@@ -109,11 +103,8 @@ impl Store {
     /// that no replica has deleted it. `None` when there is no such row.
     pub async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError> {
         let sql = self.sql(&format!("SELECT {META_COLUMNS} FROM uploads WHERE id = ?"));
-        let row: Option<MetaRow> = on_pool!(self, |pool| sqlx::query_as(sql)
-            .bind(id)
-            .fetch_optional(pool)
-            .await)
-        .op("upload_meta")?;
+        let row: Option<MetaRow> =
+            run_query!(self, sqlx::query_as(sql), [id], fetch_optional).op("upload_meta")?;
         row.map(UploadMeta::try_from).transpose()
     }
 
@@ -128,11 +119,8 @@ impl Store {
         let sql = self.sql(&format!(
             "SELECT {META_COLUMNS}, csr FROM uploads WHERE id = ?"
         ));
-        let row: Option<Row> = on_pool!(self, |pool| sqlx::query_as(sql)
-            .bind(id)
-            .fetch_optional(pool)
-            .await)
-        .op("get_upload")?;
+        let row: Option<Row> =
+            run_query!(self, sqlx::query_as(sql), [id], fetch_optional).op("get_upload")?;
         row.map(|r| {
             Ok(Upload {
                 meta: r.meta.try_into()?,
@@ -146,13 +134,7 @@ impl Store {
     /// (false when there was none, or it is another owner's).
     pub async fn delete_upload(&self, id: &str, owner: &str) -> Result<bool, StoreError> {
         let sql = self.sql("DELETE FROM uploads WHERE id = ? AND owner = ?");
-        let gone = on_pool!(self, |pool| sqlx::query(sql)
-            .bind(id)
-            .bind(owner)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected()))
-        .op("delete_upload")?;
+        let gone = rows_changed!(self, sql, [id, owner]).op("delete_upload")?;
         Ok(gone == 1)
     }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{device, matrix, nth_key, timing};
+use common::{dev_and_matrix, matrix, nth_key, timing};
 use serde_json::json;
 use store::testing::TestDb;
 use store::{Precision, RequestId, RequestRecord, RunRecord, Store};
@@ -17,11 +17,7 @@ async fn many_tasks_and_two_pools_write_at_once(db: TestDb) {
     let a = db.open().await;
     // A second, independent pool on the same database: another process's view.
     let b = db.open().await;
-    let d = a.upsert_device(&device("dev")).await.unwrap();
-    let m = a
-        .upsert_matrix(&matrix("shared", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&a, "shared").await;
 
     let mut handles = Vec::new();
     for t in 0..TASKS {
@@ -86,11 +82,7 @@ async fn many_tasks_and_two_pools_write_at_once(db: TestDb) {
 #[tokio::test]
 async fn in_memory_store_serves_concurrent_tasks() {
     let s = Store::open_in_memory().await.unwrap();
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("mem", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "mem").await;
     let handles: Vec<_> = (0..4u32)
         .map(|t| {
             let s = s.clone();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{bin_key, device, matrix, timing, LEGACY};
+use common::{bin_key, dev_and_matrix, timing, LEGACY};
 use sparse::plan::KernelId;
 use sparse::Scheme;
 use store::{MeasurementContext, Precision, Store, LEGACY_CONTEXT};
@@ -101,11 +101,7 @@ async fn a_legacy_database_is_migrated_into_the_legacy_context() {
 #[tokio::test]
 async fn the_same_measurement_in_two_contexts_does_not_collide() {
     let s = Store::open_in_memory().await.unwrap();
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("h", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "h").await;
     let a = s.upsert_context(&context("0.1.0+timing2")).await.unwrap();
     let b = s.upsert_context(&context("0.1.0+timing3")).await.unwrap();
     assert_ne!(a, b);

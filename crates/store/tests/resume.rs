@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{device, matrix, nth_key, timing};
+use common::{dev_and_matrix, device, nth_key, timing};
 use serde_json::json;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -31,11 +31,7 @@ async fn child_writer() {
         return;
     };
     let s = Store::connect(Some(&path)).await.unwrap();
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("resume", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "resume").await;
     let run = s
         .start_run(&RunRecord {
             device: Some(d),
@@ -180,11 +176,7 @@ async fn killed_writer_loses_nothing_committed(db: TestDb) {
 async fn dropped_store_keeps_committed_work_and_the_run_unfinished(db: TestDb) {
     let (m, d, run, committed) = {
         let s = db.open().await;
-        let d = s.upsert_device(&device("dev")).await.unwrap();
-        let m = s
-            .upsert_matrix(&matrix("drop", "suitesparse", 0.0))
-            .await
-            .unwrap();
+        let (d, m) = dev_and_matrix(&s, "drop").await;
         let run = s
             .start_run(&RunRecord {
                 device: Some(d),

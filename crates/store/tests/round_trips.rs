@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{bin_key, device, matrix, plan_u10, timing};
+use common::{bin_key, dev_and_matrix, device, matrix, plan_u10, timing};
 use serde_json::json;
 use sparse::plan::{KernelId, Plan};
 use sparse::Scheme;
@@ -117,11 +117,7 @@ async fn matrices_round_trip_by_hash_and_filter_by_source(db: TestDb) {
 
 async fn measurements_round_trip_and_inserts_are_idempotent(db: TestDb) {
     let s = db.open().await;
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("h", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "h").await;
     let m2 = s
         .upsert_matrix(&matrix("h2", "suitesparse", 0.0))
         .await
@@ -232,11 +228,7 @@ async fn measurements_round_trip_and_inserts_are_idempotent(db: TestDb) {
 
 async fn plan_keys_are_canonical_whatever_the_kernel_order(db: TestDb) {
     let s = db.open().await;
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("h", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "h").await;
     let mut reversed = plan_u10();
     reversed.kernels.reverse();
     let key = |p: &Plan| MeasurementKey {
@@ -269,11 +261,7 @@ async fn plan_keys_are_canonical_whatever_the_kernel_order(db: TestDb) {
 
 async fn bad_measurements_are_refused(db: TestDb) {
     let s = db.open().await;
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("h", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "h").await;
     let k = bin_key(m, d, Precision::F32, Scheme::Single, 0, KernelId::Vector);
 
     let mut nan = timing(k.clone(), f64::NAN, None);
@@ -325,11 +313,7 @@ async fn bad_measurements_are_refused(db: TestDb) {
 
 async fn plans_round_trip_with_one_oracle(db: TestDb) {
     let s = db.open().await;
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("h", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "h").await;
     assert!(s
         .oracle_plan(m, d, Precision::F32, common::LEGACY)
         .await
@@ -641,11 +625,7 @@ async fn corrupt_json_in_a_row_is_a_decode_error(db: TestDb) {
 
 async fn unknown_kernel_in_a_row_is_a_decode_error(db: TestDb) {
     let s = db.open().await;
-    let d = s.upsert_device(&device("dev")).await.unwrap();
-    let m = s
-        .upsert_matrix(&matrix("h", "suitesparse", 0.0))
-        .await
-        .unwrap();
+    let (d, m) = dev_and_matrix(&s, "h").await;
     let k = bin_key(m, d, Precision::F32, Scheme::Single, 0, KernelId::Serial);
     s.insert_measurement(&timing(k, 1.0, None)).await.unwrap();
     db.execute("UPDATE measurements SET kernel = 'warp9'").await;

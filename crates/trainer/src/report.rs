@@ -21,8 +21,14 @@ pub fn bar_chart(
     categories: &[String],
     series: &[(String, Vec<f64>)],
 ) -> String {
-    let f = Frame::new(categories.len().max(1), series);
-    let (width, height) = (f.right() + 160.0, f.top + f.plot_h + 150.0);
+    let n = categories.len().max(1);
+    let k = series.len().max(1);
+    let group_w = (10 * k + 6) as f64;
+    let (left, bottom) = (70.0, 150.0);
+    let axis = LogAxis::of(series, 40.0, 320.0);
+    let plot_right = left + group_w * n as f64;
+    let width = plot_right + 160.0;
+    let height = axis.top + axis.plot_h + bottom;
     let mut s = String::new();
     let _ = write!(
         s,
@@ -31,23 +37,23 @@ pub fn bar_chart(
     let _ = write!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = write!(
         s,
-        r#"<text x="{}" y="20" font-size="14">{}</text>"#,
-        f.left,
+        r#"<text x="{left}" y="20" font-size="14">{}</text>"#,
         esc(title)
     );
-    f.grid(&mut s);
+    axis.write_grid(&mut s, left, plot_right);
     let _ = write!(
         s,
         r#"<text transform="translate(16,{:.0}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        f.top + f.plot_h / 2.0,
+        axis.top + axis.plot_h / 2.0,
         esc(ylabel)
     );
     for (ci, cat) in categories.iter().enumerate() {
-        f.bars(&mut s, ci, cat, series);
+        let gx = left + group_w * ci as f64 + 3.0;
+        axis.write_group(&mut s, gx, ci, cat, series);
     }
     for (si, (name, _)) in series.iter().enumerate() {
-        let lx = f.right() + 15.0;
-        let ly = f.top + 16.0 * si as f64;
+        let lx = plot_right + 15.0;
+        let ly = axis.top + 16.0 * si as f64;
         let _ = write!(
             s,
             r#"<rect x="{lx:.1}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
@@ -62,63 +68,48 @@ pub fn bar_chart(
     s
 }
 
-/// The plot area of a bar chart and its log2 value range.
-struct Frame {
-    left: f64,
-    top: f64,
-    plot_h: f64,
-    /// Width of one category's group of bars.
-    group_w: f64,
-    /// Categories.
-    n: usize,
-    /// The axis from 2^lo to 2^hi (always spanning 1/2 .. 2).
+/// The vertical log2 axis of a bar chart: whole powers of two from `lo` to
+/// `hi` (at least 1/2 to 2), drawn over `plot_h` pixels from `top` down.
+struct LogAxis {
     lo: f64,
     hi: f64,
+    top: f64,
+    plot_h: f64,
 }
 
-impl Frame {
-    fn new(n: usize, series: &[(String, Vec<f64>)]) -> Frame {
-        let vals: Vec<f64> = series
+impl LogAxis {
+    /// The axis that holds every positive finite value of `series` and 1.
+    fn of(series: &[(String, Vec<f64>)], top: f64, plot_h: f64) -> LogAxis {
+        let (min, max) = series
             .iter()
             .flat_map(|s| s.1.iter().copied())
             .filter(|v| v.is_finite() && *v > 0.0)
-            .collect();
-        let lo = vals.iter().copied().fold(1.0f64, f64::min).log2().floor();
-        let hi = vals.iter().copied().fold(1.0f64, f64::max).log2().ceil();
-        Frame {
-            left: 70.0,
-            top: 40.0,
-            plot_h: 320.0,
-            group_w: (10 * series.len().max(1) + 6) as f64,
-            n,
-            lo: lo.min(-1.0),
-            hi: hi.max(1.0),
+            .fold((1.0f64, 1.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        LogAxis {
+            lo: min.log2().floor().min(-1.0),
+            hi: max.log2().ceil().max(1.0),
+            top,
+            plot_h,
         }
     }
 
-    /// The right end of the plot area.
-    fn right(&self) -> f64 {
-        self.left + self.group_w * self.n as f64
-    }
-
-    /// The y coordinate of a value.
+    /// The height of value `v`.
     fn y(&self, v: f64) -> f64 {
         self.top + self.plot_h * (1.0 - (v.max(1e-12).log2() - self.lo) / (self.hi - self.lo))
     }
 
-    /// A grid line and label per power of two, the line at 1 darker.
-    fn grid(&self, s: &mut String) {
+    /// A labelled grid line at each power of two, the one at 1 darker.
+    fn write_grid(&self, s: &mut String, left: f64, right: f64) {
         for e in self.lo as i32..=self.hi as i32 {
             let v = 2f64.powi(e);
             let yy = self.y(v);
             let _ = write!(
                 s,
-                r##"<line x1="{}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="{}" stroke-width="{}"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-                self.left,
-                self.right(),
+                r##"<line x1="{left}" x2="{:.1}" y1="{yy:.1}" y2="{yy:.1}" stroke="{}" stroke-width="{}"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                right,
                 if e == 0 { "#000" } else { "#ddd" },
                 if e == 0 { 1.5 } else { 0.5 },
-                self.left - 4.0,
+                left - 4.0,
                 yy + 4.0,
                 if e >= 0 {
                     format!("{}", v as u64)
@@ -129,9 +120,16 @@ impl Frame {
         }
     }
 
-    /// The bars of category `ci` (one per series with a positive value) and its label.
-    fn bars(&self, s: &mut String, ci: usize, cat: &str, series: &[(String, Vec<f64>)]) {
-        let gx = self.left + self.group_w * ci as f64 + 3.0;
+    /// The bars of category `ci` (from 1 to each series' value, those that
+    /// are positive and finite) at `gx`, and the category's slanted label.
+    fn write_group(
+        &self,
+        s: &mut String,
+        gx: f64,
+        ci: usize,
+        cat: &str,
+        series: &[(String, Vec<f64>)],
+    ) {
         for (si, (_, v)) in series.iter().enumerate() {
             let val = v.get(ci).copied().unwrap_or(f64::NAN);
             if !(val.is_finite() && val > 0.0) {

@@ -3,6 +3,8 @@
 //! `oneshot`, and matrices in every body format.
 #![allow(dead_code)]
 
+pub mod process;
+
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, Request, StatusCode};
 use axum::Router;
@@ -13,6 +15,34 @@ use sparse::Csr;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use tower::ServiceExt;
+
+/// A PoCL CPU of the shipped CPU models' class (x86-64, AVX-512), from
+/// another vendor than theirs.
+pub fn xeon() -> selector::DeviceIdentity {
+    selector::DeviceIdentity::new(
+        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
+        "GenuineIntel",
+        "6.0",
+        "cpu",
+    )
+}
+
+/// Holds the device worker with a job that waits until `release` is sent on
+/// (or dropped); returns once the job is in flight, with its handle.
+pub async fn hold_worker(
+    state: &AppState,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::task::JoinHandle<Result<Option<()>, server::ApiError>>,
+) {
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let s2 = state.clone();
+    let busy = tokio::spawn(async move { s2.queue().run(move |_| wait.recv().ok()).await });
+    while state.queue().in_flight() == 0 {
+        tokio::task::yield_now().await;
+    }
+    (release, busy)
+}
 
 /// The device, opened once per test binary (opening and measuring bandwidth is slow).
 pub fn device() -> DeviceState {
@@ -154,6 +184,11 @@ pub fn post(uri: &str, content_type: &str, body: impl Into<Body>) -> Request<Bod
         .header("content-type", content_type)
         .body(body.into())
         .unwrap()
+}
+
+/// A POST of a JSON body.
+pub fn post_json(uri: &str, v: Value) -> Request<Body> {
+    post(uri, "application/json", v.to_string())
 }
 
 /// `GET uri`.

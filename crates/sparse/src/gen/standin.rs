@@ -450,119 +450,142 @@ pub fn write_stats<W: Write>(writer: W, stats: &[MatrixStats]) -> Result<(), Spa
 /// `ssstats.csv`; flags, bandwidths, diagonal count and type from `ss_index.csv`.
 pub fn derive_stats(uf_stats_dir: impl AsRef<Path>) -> Result<Vec<MatrixStats>, SparseError> {
     let dir = uf_stats_dir.as_ref();
-    let open = |name: &str| -> Result<(csv::Reader<std::fs::File>, String), SparseError> {
-        let p = dir.join(name);
-        let shown = p.display().to_string();
-        let rdr = csv::ReaderBuilder::new()
-            .flexible(true)
-            .has_headers(false)
-            .from_path(&p)
-            .map_err(|e| csv_error(&shown, e))?;
-        Ok((rdr, shown))
-    };
-    let bad = |origin: &str, line: usize, msg: String| {
-        SparseError::parse(line, ParseErrorKind::NonNumeric, format!("{origin}: {msg}"))
-    };
+    let kinds = read_kinds(dir)?;
+    let index = read_table(dir, "ss_index.csv")?;
+    let ginkgo = read_table(dir, "ginkgo_features.csv")?;
+    let index_by_id: HashMap<u32, &Row> = index
+        .iter()
+        .filter_map(|r| Some((r.get("id")?.parse().ok()?, r)))
+        .collect();
+    let mut out = ginkgo
+        .iter()
+        .enumerate()
+        .map(|(i, g)| derive_one(g, &index_by_id, &kinds, i + 2))
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by_key(|s| s.id);
+    Ok(out)
+}
 
-    // ssstats.csv: two header lines (count, date), then field 12 is the kind.
-    let (mut rdr, origin) = open("ssstats.csv")?;
+/// A row of a CSV table with a header row: column name -> field.
+type Row = HashMap<String, String>;
+
+/// A headerless, flexible CSV reader on `dir/name`, and the name as shown.
+fn open_csv(dir: &Path, name: &str) -> Result<(csv::Reader<std::fs::File>, String), SparseError> {
+    let p = dir.join(name);
+    let shown = p.display().to_string();
+    let rdr = csv::ReaderBuilder::new()
+        .flexible(true)
+        .has_headers(false)
+        .from_path(&p)
+        .map_err(|e| csv_error(&shown, e))?;
+    Ok((rdr, shown))
+}
+
+/// A field of an upstream file that is missing or not a number.
+fn bad_field(origin: &str, line: usize, msg: String) -> SparseError {
+    SparseError::parse(line, ParseErrorKind::NonNumeric, format!("{origin}: {msg}"))
+}
+
+/// The kinds of `ssstats.csv`, by id - 1: two header lines (count, date),
+/// then field 12 of each line is the kind.
+fn read_kinds(dir: &Path) -> Result<Vec<String>, SparseError> {
+    let (mut rdr, origin) = open_csv(dir, "ssstats.csv")?;
     let mut kinds = Vec::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| csv_error(&origin, e))?;
         if i >= 2 {
             let kind = rec
                 .get(11)
-                .ok_or_else(|| bad(&origin, i + 1, "missing kind field".into()))?;
+                .ok_or_else(|| bad_field(&origin, i + 1, "missing kind field".into()))?;
             kinds.push(kind.to_string());
         }
     }
+    Ok(kinds)
+}
 
-    // Tables with a header row, read as maps from column name to field.
-    let read_table = |name: &str| -> Result<Vec<HashMap<String, String>>, SparseError> {
-        let (mut rdr, origin) = open(name)?;
-        let mut rows = Vec::new();
-        let mut header: Vec<String> = Vec::new();
-        for (i, rec) in rdr.records().enumerate() {
-            let rec = rec.map_err(|e| csv_error(&origin, e))?;
-            if i == 0 {
-                header = rec.iter().map(str::to_string).collect();
-            } else {
-                rows.push(
-                    header
-                        .iter()
-                        .cloned()
-                        .zip(rec.iter().map(str::to_string))
-                        .collect(),
-                );
-            }
+/// A table with a header row, read as maps from column name to field.
+fn read_table(dir: &Path, name: &str) -> Result<Vec<Row>, SparseError> {
+    let (mut rdr, origin) = open_csv(dir, name)?;
+    let mut rows = Vec::new();
+    let mut header: Vec<String> = Vec::new();
+    for (i, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| csv_error(&origin, e))?;
+        if i == 0 {
+            header = rec.iter().map(str::to_string).collect();
+        } else {
+            rows.push(
+                header
+                    .iter()
+                    .cloned()
+                    .zip(rec.iter().map(str::to_string))
+                    .collect(),
+            );
         }
-        Ok(rows)
-    };
-    let index = read_table("ss_index.csv")?;
-    let ginkgo = read_table("ginkgo_features.csv")?;
-    let index_by_id: HashMap<u32, &HashMap<String, String>> = index
-        .iter()
-        .filter_map(|r| Some((r.get("id")?.parse().ok()?, r)))
-        .collect();
-
-    let mut out = Vec::with_capacity(ginkgo.len());
-    for (line, g) in ginkgo.iter().enumerate() {
-        let origin = "ginkgo_features.csv";
-        let field = |row: &HashMap<String, String>, key: &str| -> Result<String, SparseError> {
-            row.get(key)
-                .cloned()
-                .ok_or_else(|| bad(origin, line + 2, format!("missing column {key}")))
-        };
-        let num = |row: &HashMap<String, String>, key: &str| -> Result<f64, SparseError> {
-            let v = field(row, key)?;
-            v.parse::<f64>()
-                .map_err(|_| bad(origin, line + 2, format!("{key} = `{v}` is not a number")))
-        };
-        let opt = |row: &HashMap<String, String>, key: &str| -> Result<Option<f64>, SparseError> {
-            match row.get(key).map(String::as_str) {
-                None | Some("") => Ok(None),
-                Some(_) => num(row, key).map(Some),
-            }
-        };
-        let id = num(g, "id")? as u32;
-        let ix = index_by_id
-            .get(&id)
-            .ok_or_else(|| bad(origin, line + 2, format!("id {id} not in ss_index.csv")))?;
-        let dist = |prefix: &str| -> Result<Option<Dist>, SparseError> {
-            let f = |s: &str| opt(g, &format!("{prefix}_{s}"));
-            Ok(dist_from(
-                f("min")?,
-                f("q1")?,
-                f("median")?,
-                f("q3")?,
-                f("max")?,
-                f("mean")?,
-                f("variance")?,
-            ))
-        };
-        out.push(MatrixStats {
-            id,
-            group: field(g, "group")?,
-            name: field(g, "name")?,
-            kind: kinds
-                .get(id as usize - 1)
-                .cloned()
-                .ok_or_else(|| bad(origin, line + 2, format!("id {id} not in ssstats.csv")))?,
-            rb_type: field(ix, "RBtype")?,
-            is_nd: num(ix, "isND")? != 0.0,
-            is_graph: num(ix, "isGraph")? != 0.0,
-            rows: num(g, "rows")? as usize,
-            cols: num(g, "cols")? as usize,
-            nnz: num(g, "nonzeros")? as u64,
-            nnzdiag: num(ix, "nnzdiag")? as i64,
-            lower_bandwidth: num(ix, "lowerbandwidth")? as i64,
-            upper_bandwidth: num(ix, "upperbandwidth")? as i64,
-            row: dist("row")?,
-            col: dist("col")?,
-        });
     }
-    out.sort_by_key(|s| s.id);
-    Ok(out)
+    Ok(rows)
+}
+
+/// The record of one `ginkgo_features.csv` row `g` (at `line`), with its
+/// `ss_index.csv` row and its kind.
+fn derive_one(
+    g: &Row,
+    index_by_id: &HashMap<u32, &Row>,
+    kinds: &[String],
+    line: usize,
+) -> Result<MatrixStats, SparseError> {
+    let origin = "ginkgo_features.csv";
+    let field = |row: &Row, key: &str| -> Result<String, SparseError> {
+        row.get(key)
+            .cloned()
+            .ok_or_else(|| bad_field(origin, line, format!("missing column {key}")))
+    };
+    let num = |row: &Row, key: &str| -> Result<f64, SparseError> {
+        let v = field(row, key)?;
+        v.parse::<f64>()
+            .map_err(|_| bad_field(origin, line, format!("{key} = `{v}` is not a number")))
+    };
+    let opt = |row: &Row, key: &str| -> Result<Option<f64>, SparseError> {
+        match row.get(key).map(String::as_str) {
+            None | Some("") => Ok(None),
+            Some(_) => num(row, key).map(Some),
+        }
+    };
+    let id = num(g, "id")? as u32;
+    let ix = index_by_id
+        .get(&id)
+        .ok_or_else(|| bad_field(origin, line, format!("id {id} not in ss_index.csv")))?;
+    let dist = |prefix: &str| -> Result<Option<Dist>, SparseError> {
+        let f = |s: &str| opt(g, &format!("{prefix}_{s}"));
+        Ok(dist_from(
+            f("min")?,
+            f("q1")?,
+            f("median")?,
+            f("q3")?,
+            f("max")?,
+            f("mean")?,
+            f("variance")?,
+        ))
+    };
+    Ok(MatrixStats {
+        id,
+        group: field(g, "group")?,
+        name: field(g, "name")?,
+        kind: kinds
+            .get(id as usize - 1)
+            .cloned()
+            .ok_or_else(|| bad_field(origin, line, format!("id {id} not in ssstats.csv")))?,
+        rb_type: field(ix, "RBtype")?,
+        is_nd: num(ix, "isND")? != 0.0,
+        is_graph: num(ix, "isGraph")? != 0.0,
+        rows: num(g, "rows")? as usize,
+        cols: num(g, "cols")? as usize,
+        nnz: num(g, "nonzeros")? as u64,
+        nnzdiag: num(ix, "nnzdiag")? as i64,
+        lower_bandwidth: num(ix, "lowerbandwidth")? as i64,
+        upper_bandwidth: num(ix, "upperbandwidth")? as i64,
+        row: dist("row")?,
+        col: dist("col")?,
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -766,7 +789,6 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
     let max = d.max.clamp(min, capf).round();
     let clampv = |v: f64| v.clamp(min, max);
     let (q1, med, q3) = (clampv(d.q1), clampv(d.median), clampv(d.q3));
-    let target = total as f64;
     // Pinned rows: sorted position -> (value); bounds between pins.
     let mut pins: Vec<(usize, f64)> = vec![(0, min), (m - 1, max)];
     if m < 4 {
@@ -782,170 +804,226 @@ pub fn row_lengths(d: &Dist, m: usize, cap: usize, total: u64) -> Vec<u32> {
             .collect();
         return pin_and_fix(&lengths, &mut pins, total).0;
     }
-    {
-        let qp: Vec<(usize, usize, f64, f64)> = (1..=3).map(|k| quartile_positions(m, k)).collect();
-        let knot_pos = |k: usize| qp[k].0 as f64 * qp[k].2 + qp[k].1 as f64 * qp[k].3;
-        let knots = Knots {
+    let qp: Vec<(usize, usize, f64, f64)> = (1..=3).map(|k| quartile_positions(m, k)).collect();
+    let knot_pos = |k: usize| qp[k].0 as f64 * qp[k].2 + qp[k].1 as f64 * qp[k].3;
+    let curve = Curve::new(
+        Knots {
             pos: [0.0, knot_pos(0), knot_pos(1), knot_pos(2), (m - 1) as f64],
             val: [min, q1, med, q3, max],
-        };
+        },
+        m,
+    );
+    let shape = curve.fit(d.variance, total as f64);
+    let lengths: Vec<u32> = (0..m)
+        .map(|i| clampv(curve.knots.value(&shape, i as f64).round()) as u32)
+        .collect();
+    let cands: Vec<Vec<(f64, f64)>> = qp
+        .iter()
+        .zip([q1, med, q3])
+        .map(|(&(p0, p1, c0, c1), q)| quartile_pairs(q, c0, c1, p0 == p1, min, max))
+        .collect();
+    pin_quartiles(&lengths, &pins, &qp, &cands, total)
+}
+
+/// The shape every fit starts from: linear segments, no tail offset or plateau.
+const BASE_SHAPE: Shape = Shape {
+    b: 1.0,
+    b0: 1.0,
+    a: 1.0,
+    c: 0.0,
+    s: 0.0,
+};
+
+/// The quantile curve being fitted: its knots (minimum, quartiles, maximum)
+/// and the quadrature points of its head (up to q3) and of its tail.
+struct Curve {
+    knots: Knots,
+    head_pts: Points,
+    tail_pts: Points,
+    m: usize,
+}
+
+impl Curve {
+    fn new(knots: Knots, m: usize) -> Curve {
         let (head_pts, tail_pts) = quadrature(m, knots.pos[3]);
-        let base = Shape {
-            b: 1.0,
-            b0: 1.0,
-            a: 1.0,
-            c: 0.0,
-            s: 0.0,
+        Curve {
+            knots,
+            head_pts,
+            tail_pts,
+            m,
+        }
+    }
+
+    /// The sum of the head rows under a shape.
+    fn head_sum(&self, sh: Shape) -> f64 {
+        moments(&self.knots, &sh, &self.head_pts).0
+    }
+
+    /// The sum of the tail rows under a shape.
+    fn tail_sum(&self, sh: Shape) -> f64 {
+        moments(&self.knots, &sh, &self.tail_pts).0
+    }
+
+    /// The tail exponent giving the tail sum `need` with offset `c` and
+    /// plateau `s`. The tail sum decreases with a: bisect on ln a with the sign
+    /// flipped.
+    fn solve_a(&self, c: f64, s: f64, need: f64) -> f64 {
+        let f = |la: f64| {
+            -self.tail_sum(Shape {
+                a: la.exp(),
+                c,
+                s,
+                ..BASE_SHAPE
+            })
         };
-        let head_lin = moments(&knots, &base, &head_pts);
-        let tail_sum = |sh: Shape| moments(&knots, &sh, &tail_pts).0;
-        // Tail sum decreases with a; bisect on ln a with the sign flipped.
-        let solve_a = |c: f64, s: f64, need: f64| {
-            let f = |la: f64| {
-                -tail_sum(Shape {
-                    a: la.exp(),
-                    c,
-                    s,
-                    ..base
-                })
-            };
-            bisect(A_MIN.ln(), A_MAX.ln(), 50, -need, f).exp()
+        bisect(A_MIN.ln(), A_MAX.ln(), 50, -need, f).exp()
+    }
+
+    /// `tail` (whose sum is `tail_total`) with the head's exponent b bisected
+    /// on ln b in `[lo, hi]` so that the whole sum reaches `target`.
+    fn scale_head(&self, tail: Shape, tail_total: f64, lo: f64, hi: f64, target: f64) -> Shape {
+        let f = |lb: f64| {
+            self.head_sum(Shape {
+                b: lb.exp(),
+                ..tail
+            }) + tail_total
         };
-        let tail_lo = tail_sum(Shape { a: A_MAX, ..base });
-        let tail_hi = tail_sum(Shape { a: A_MIN, ..base });
-        let need = target - head_lin.0;
-        let shape = if need < tail_lo {
+        Shape {
+            b: bisect(lo, hi, 50, target, f).exp(),
+            ..tail
+        }
+    }
+
+    /// The shape whose rows add up to `target` (as far as the knots allow),
+    /// with a variance approaching `variance` when that is finite.
+    fn fit(&self, variance: f64, target: f64) -> Shape {
+        let (q3, max) = (self.knots.val[3], self.knots.val[4]);
+        let tail_lo = self.tail_sum(Shape {
+            a: A_MAX,
+            ..BASE_SHAPE
+        });
+        let tail_hi = self.tail_sum(Shape {
+            a: A_MIN,
+            ..BASE_SHAPE
+        });
+        let need = target - self.head_sum(BASE_SHAPE);
+        if need < tail_lo {
             // Even a tail at q3 is too heavy: push the lower segments down.
-            let tail = Shape { a: A_MAX, ..base };
-            let f = |lb: f64| {
-                moments(
-                    &knots,
-                    &Shape {
-                        b: lb.exp(),
-                        ..tail
-                    },
-                    &head_pts,
-                )
-                .0 + tail_lo
+            let tail = Shape {
+                a: A_MAX,
+                ..BASE_SHAPE
             };
-            Shape {
-                b: bisect(1e-4f64.ln(), 0.0, 50, target, f).exp(),
-                ..tail
-            }
+            self.scale_head(tail, tail_lo, 1e-4f64.ln(), 0.0, target)
         } else if need > tail_hi {
-            let tail = Shape { a: A_MIN, ..base };
-            let f = |lb: f64| {
-                moments(
-                    &knots,
-                    &Shape {
-                        b: lb.exp(),
-                        ..tail
-                    },
-                    &head_pts,
-                )
-                .0 + tail_hi
+            let tail = Shape {
+                a: A_MIN,
+                ..BASE_SHAPE
             };
-            Shape {
-                b: bisect(0.0, 1e4f64.ln(), 50, target, f).exp(),
-                ..tail
-            }
-        } else if max > q3 && d.variance.is_finite() {
-            // Mean fixed by a. The knob k trades, in order of increasing
-            // variance: the lowest segment gathered at q1 (k < -1), a tail offset
-            // (-1 <= k < 0), a plateau at the maximum (0 < k <= 1), the lowest
-            // segment gathered at the minimum (k > 1); bisection on k approaches
-            // the variance. The lowest segment moves only as far as the tail can
-            // still make up the mean.
-            let w_tail: f64 = tail_pts.iter().map(|p| p.1).sum();
-            let mean = target / m as f64;
-            let head_for = |b0: f64| moments(&knots, &Shape { b0, ..base }, &head_pts);
-            let need_for = |b0: f64| target - head_for(b0).0;
-            // need_for decreases as b0 grows (the lowest segment moves up).
-            let b_hi = if need_for(1e3) >= tail_lo {
-                1e3
-            } else {
-                bisect(0.0, 1e3f64.ln(), 40, 0.0, |lb| tail_lo - need_for(lb.exp())).exp()
-            };
-            let b_lo = if need_for(1e-3) <= tail_hi {
-                1e-3
-            } else {
-                bisect(1e-3f64.ln(), 0.0, 40, 0.0, |lb| {
-                    tail_hi - need_for(lb.exp())
-                })
-                .exp()
-            };
-            let shape_for = |k: f64| {
-                let (b0, k) = if k < -1.0 {
-                    ((-1.0 - k) * b_hi.ln(), -1.0)
-                } else if k > 1.0 {
-                    ((k - 1.0) * b_lo.ln(), 1.0)
-                } else {
-                    (0.0, k)
-                };
-                let b0 = b0.exp();
-                let need = need_for(b0);
-                let mu = ((need - q3 * w_tail) / ((max - q3) * w_tail)).clamp(0.0, 1.0);
-                let (c, s) = if k < 0.0 {
-                    (-k * 0.98 * mu, 0.0)
-                } else {
-                    (0.0, k * 0.98 * mu)
-                };
-                Shape {
-                    b0,
-                    a: solve_a(c, s, need),
-                    c,
-                    s,
-                    ..base
-                }
-            };
-            let var_for = |k: f64| {
-                let sh = shape_for(k);
-                let (_, head_sq) = moments(&knots, &sh, &head_pts);
-                let (_, tail_sq) = moments(&knots, &sh, &tail_pts);
-                (head_sq + tail_sq) / m as f64 - mean * mean
-            };
-            let k = bisect(-2.0, 2.0, 30, d.variance, var_for);
-            shape_for(k)
+            self.scale_head(tail, tail_hi, 0.0, 1e4f64.ln(), target)
+        } else if max > q3 && variance.is_finite() {
+            self.fit_variance(variance, target, (tail_lo, tail_hi))
         } else {
             Shape {
-                a: solve_a(0.0, 0.0, need),
-                ..base
+                a: self.solve_a(0.0, 0.0, need),
+                ..BASE_SHAPE
+            }
+        }
+    }
+
+    /// The mean fixed by a, the variance approached by a knob k that trades, in
+    /// order of increasing variance: the lowest segment gathered at q1 (k < -1),
+    /// a tail offset (-1 <= k < 0), a plateau at the maximum (0 < k <= 1), the
+    /// lowest segment gathered at the minimum (k > 1); bisection on k approaches
+    /// the variance. The lowest segment moves only as far as the tail can still
+    /// make up the mean (`tails`: the tail sums at the largest and smallest a).
+    fn fit_variance(&self, variance: f64, target: f64, tails: (f64, f64)) -> Shape {
+        let (tail_lo, tail_hi) = tails;
+        let (q3, max) = (self.knots.val[3], self.knots.val[4]);
+        let w_tail: f64 = self.tail_pts.iter().map(|p| p.1).sum();
+        let mean = target / self.m as f64;
+        let need_for = |b0: f64| target - self.head_sum(Shape { b0, ..BASE_SHAPE });
+        // need_for decreases as b0 grows (the lowest segment moves up).
+        let b_hi = if need_for(1e3) >= tail_lo {
+            1e3
+        } else {
+            bisect(0.0, 1e3f64.ln(), 40, 0.0, |lb| tail_lo - need_for(lb.exp())).exp()
+        };
+        let b_lo = if need_for(1e-3) <= tail_hi {
+            1e-3
+        } else {
+            bisect(1e-3f64.ln(), 0.0, 40, 0.0, |lb| {
+                tail_hi - need_for(lb.exp())
+            })
+            .exp()
+        };
+        let shape_for = |k: f64| {
+            let (b0, k) = if k < -1.0 {
+                ((-1.0 - k) * b_hi.ln(), -1.0)
+            } else if k > 1.0 {
+                ((k - 1.0) * b_lo.ln(), 1.0)
+            } else {
+                (0.0, k)
+            };
+            let b0 = b0.exp();
+            let need = need_for(b0);
+            let mu = ((need - q3 * w_tail) / ((max - q3) * w_tail)).clamp(0.0, 1.0);
+            let (c, s) = if k < 0.0 {
+                (-k * 0.98 * mu, 0.0)
+            } else {
+                (0.0, k * 0.98 * mu)
+            };
+            Shape {
+                b0,
+                a: self.solve_a(c, s, need),
+                c,
+                s,
+                ..BASE_SHAPE
             }
         };
-        let lengths: Vec<u32> = (0..m)
-            .map(|i| clampv(knots.value(&shape, i as f64).round()) as u32)
-            .collect();
-        let cands: Vec<Vec<(f64, f64)>> = qp
-            .iter()
-            .zip([q1, med, q3])
-            .map(|(&(p0, p1, c0, c1), q)| quartile_pairs(q, c0, c1, p0 == p1, min, max))
-            .collect();
-        let pins_for = |choice: [usize; 3]| {
-            let mut p = pins.clone();
-            for k in 0..3 {
-                let (x0, x1) = cands[k][choice[k]];
-                p.push((qp[k].0, x0));
-                p.push((qp[k].1, x1));
-            }
-            p
+        let var_for = |k: f64| {
+            let sh = shape_for(k);
+            let (_, head_sq) = moments(&self.knots, &sh, &self.head_pts);
+            let (_, tail_sq) = moments(&self.knots, &sh, &self.tail_pts);
+            (head_sq + tail_sq) / self.m as f64 - mean * mean
         };
-        let (mut best, mut left) = pin_and_fix(&lengths, &mut pins_for([0, 0, 0]), total);
-        // The nearest quartile pairs can make `total` unreachable in small
-        // matrices; other exact pairs may not.
-        if left != 0 && m <= 20_000 {
-            for a in 0..cands[0].len() {
-                for b in 0..cands[1].len() {
-                    for c in 0..cands[2].len() {
-                        let (l, d) = pin_and_fix(&lengths, &mut pins_for([a, b, c]), total);
-                        if d.abs() < left.abs() {
-                            (best, left) = (l, d);
-                        }
+        shape_for(bisect(-2.0, 2.0, 30, variance, var_for))
+    }
+}
+
+/// Pins the quartile pairs (`qp` positions, `cands` values, nearest first)
+/// into `lengths` and fixes the total. The nearest pairs can make `total`
+/// unreachable in small matrices; other exact pairs may not, so there every
+/// combination is tried and the one that comes nearest is kept.
+fn pin_quartiles(
+    lengths: &[u32],
+    pins: &[(usize, f64)],
+    qp: &[(usize, usize, f64, f64)],
+    cands: &[Vec<(f64, f64)>],
+    total: u64,
+) -> Vec<u32> {
+    let pins_for = |choice: [usize; 3]| {
+        let mut p = pins.to_vec();
+        for k in 0..3 {
+            let (x0, x1) = cands[k][choice[k]];
+            p.push((qp[k].0, x0));
+            p.push((qp[k].1, x1));
+        }
+        p
+    };
+    let (mut best, mut left) = pin_and_fix(lengths, &mut pins_for([0, 0, 0]), total);
+    if left != 0 && lengths.len() <= 20_000 {
+        for a in 0..cands[0].len() {
+            for b in 0..cands[1].len() {
+                for c in 0..cands[2].len() {
+                    let (l, d) = pin_and_fix(lengths, &mut pins_for([a, b, c]), total);
+                    if d.abs() < left.abs() {
+                        (best, left) = (l, d);
                     }
                 }
             }
         }
-        best
     }
+    best
 }
 
 // ---------------------------------------------------------------------------
@@ -1127,77 +1205,12 @@ pub fn standin(
             stats.full_name()
         )));
     }
-    let (rows, cols) = (stats.rows as f64, stats.cols as f64);
-    let nnz = stats.nnz as f64;
-    let mean = nnz / rows;
-    let scale = match opts.nnz_budget {
-        Some(b) if nnz > 0.0 => (b as f64 / nnz).min(1.0),
-        _ => 1.0,
-    };
-    let m = ((rows * scale).round() as usize)
-        .max(stats.rows.min(8))
-        .max(1);
-    let target_nnz = (mean * m as f64).round() as u64;
-    let synthetic_target = stats.row.is_none();
-    let mut target = stats.row.unwrap_or_else(|| synthetic_dist(mean, cols));
-    if stats.rows < 4 {
-        // Ginkgo's quartile table reads outside the data for fewer than 4 rows:
-        // its quartiles are noise, so keep them inside [min, max] and in order.
-        let mut q = [target.q1, target.median, target.q3].map(|v| v.clamp(target.min, target.max));
-        q.sort_by(f64::total_cmp);
-        [target.q1, target.median, target.q3] = q;
-    }
-    let mut max_capped = false;
-    if scale < 1.0 {
-        let cap = (0.25 * target_nnz as f64).max(target.q3).floor();
-        if target.max > cap {
-            target.max = cap;
-            max_capped = true;
-        }
-    }
-    let n = ((cols * scale).round() as usize)
-        .max(target.max as usize)
-        .clamp(1, stats.cols);
-    if target.max > n as f64 {
-        target.max = n as f64;
-        max_capped = true;
-    }
-    target.mean = target_nnz as f64 / m as f64;
-
+    let t = Scaled::of(stats, opts);
+    let (m, n) = (t.rows, t.cols);
     let mut rng = rng_for(opts.seed, 0);
-    let mut lengths = row_lengths(&target, m, n, target_nnz);
+    let mut lengths = row_lengths(&t.target, m, n, t.target_nnz);
     lengths.shuffle(&mut rng);
-
-    let class = stats.kind_class();
-    let square = stats.rows == stats.cols;
-    let bw_known = stats.lower_bandwidth >= 0 && stats.upper_bandwidth >= 0;
-    let band_frac = if bw_known {
-        (stats.lower_bandwidth + stats.upper_bandwidth) as f64 / cols
-    } else {
-        1.0
-    };
-    let placement =
-        if square && (stats.is_nd || class == KindClass::Discretisation || band_frac <= 0.1) {
-            let sc = |bw: i64| {
-                if bw_known {
-                    ((bw as f64 * n as f64 / cols).ceil() as usize).min(n)
-                } else {
-                    n
-                }
-            };
-            Placement::Banded {
-                lower: sc(stats.lower_bandwidth),
-                upper: sc(stats.upper_bandwidth),
-                cluster: if class == KindClass::Discretisation {
-                    0.75
-                } else {
-                    0.5
-                },
-            }
-        } else {
-            Placement::Scattered
-        };
-
+    let placement = placement_of(stats, n);
     let matrix = match placement {
         Placement::Banded {
             lower,
@@ -1207,16 +1220,7 @@ pub fn standin(
             banded_row(r, k, m, n, lower, upper, cluster, rng, out)
         })?,
         Placement::Scattered => {
-            let weights: Vec<f64> = match &stats.col {
-                Some(cd) => {
-                    let mut cd = *cd;
-                    cd.max = cd.max.min(m as f64);
-                    let mut w = row_lengths(&cd, n, m, target_nnz);
-                    w.shuffle(&mut rng);
-                    w.into_iter().map(|x| x as f64).collect()
-                }
-                None => vec![1.0; n],
-            };
+            let weights = column_weights(stats, m, n, t.target_nnz, &mut rng);
             let table = Alias::new(&weights);
             build_rows(m, n, &lengths, opts.seed, |_, k, rng, out| {
                 let mut scratch = Vec::new();
@@ -1226,21 +1230,141 @@ pub fn standin(
     };
     let report = StandinReport {
         name: stats.full_name(),
-        class,
-        scale,
+        class: stats.kind_class(),
+        scale: t.scale,
         rows: m,
         cols: n,
-        target_nnz,
+        target_nnz: t.target_nnz,
         achieved_nnz: matrix.nnz() as u64,
-        target,
+        target: t.target,
         achieved: Dist::of_rows(&matrix),
         target_col: stats.col,
         achieved_col: Dist::of_cols(&matrix),
         placement,
-        synthetic_target,
-        max_capped,
+        synthetic_target: t.synthetic_target,
+        max_capped: t.max_capped,
     };
     Ok((matrix, report))
+}
+
+/// The size and row-length target of a stand-in, scaled to the nonzero budget.
+struct Scaled {
+    /// Rows and columns kept over those of the original.
+    scale: f64,
+    rows: usize,
+    cols: usize,
+    target_nnz: u64,
+    target: Dist,
+    /// The collection gave no row statistics: `target` is made up.
+    synthetic_target: bool,
+    /// The longest row was cut to fit the scaled matrix.
+    max_capped: bool,
+}
+
+impl Scaled {
+    fn of(stats: &MatrixStats, opts: &StandinOptions) -> Scaled {
+        let (rows, cols) = (stats.rows as f64, stats.cols as f64);
+        let nnz = stats.nnz as f64;
+        let mean = nnz / rows;
+        let scale = match opts.nnz_budget {
+            Some(b) if nnz > 0.0 => (b as f64 / nnz).min(1.0),
+            _ => 1.0,
+        };
+        let m = ((rows * scale).round() as usize)
+            .max(stats.rows.min(8))
+            .max(1);
+        let target_nnz = (mean * m as f64).round() as u64;
+        let synthetic_target = stats.row.is_none();
+        let mut target = stats.row.unwrap_or_else(|| synthetic_dist(mean, cols));
+        if stats.rows < 4 {
+            // Ginkgo's quartile table reads outside the data for fewer than 4 rows:
+            // its quartiles are noise, so keep them inside [min, max] and in order.
+            let mut q =
+                [target.q1, target.median, target.q3].map(|v| v.clamp(target.min, target.max));
+            q.sort_by(f64::total_cmp);
+            [target.q1, target.median, target.q3] = q;
+        }
+        let mut max_capped = false;
+        if scale < 1.0 {
+            let cap = (0.25 * target_nnz as f64).max(target.q3).floor();
+            if target.max > cap {
+                target.max = cap;
+                max_capped = true;
+            }
+        }
+        let n = ((cols * scale).round() as usize)
+            .max(target.max as usize)
+            .clamp(1, stats.cols);
+        if target.max > n as f64 {
+            target.max = n as f64;
+            max_capped = true;
+        }
+        target.mean = target_nnz as f64 / m as f64;
+        Scaled {
+            scale,
+            rows: m,
+            cols: n,
+            target_nnz,
+            target,
+            synthetic_target,
+            max_capped,
+        }
+    }
+}
+
+/// Where a stand-in's nonzeros go: in a band around the diagonal for square
+/// matrices that are nested-dissection ordered, discretisations or narrow
+/// banded (bandwidths scaled to `n` columns), else scattered.
+fn placement_of(stats: &MatrixStats, n: usize) -> Placement {
+    let cols = stats.cols as f64;
+    let class = stats.kind_class();
+    let square = stats.rows == stats.cols;
+    let bw_known = stats.lower_bandwidth >= 0 && stats.upper_bandwidth >= 0;
+    let band_frac = if bw_known {
+        (stats.lower_bandwidth + stats.upper_bandwidth) as f64 / cols
+    } else {
+        1.0
+    };
+    if !(square && (stats.is_nd || class == KindClass::Discretisation || band_frac <= 0.1)) {
+        return Placement::Scattered;
+    }
+    let sc = |bw: i64| {
+        if bw_known {
+            ((bw as f64 * n as f64 / cols).ceil() as usize).min(n)
+        } else {
+            n
+        }
+    };
+    Placement::Banded {
+        lower: sc(stats.lower_bandwidth),
+        upper: sc(stats.upper_bandwidth),
+        cluster: if class == KindClass::Discretisation {
+            0.75
+        } else {
+            0.5
+        },
+    }
+}
+
+/// The weight of each of `n` columns in a scattered stand-in: lengths drawn
+/// from the column statistics when known (in a random order), else uniform.
+fn column_weights(
+    stats: &MatrixStats,
+    m: usize,
+    n: usize,
+    target_nnz: u64,
+    rng: &mut ChaCha8Rng,
+) -> Vec<f64> {
+    match &stats.col {
+        Some(cd) => {
+            let mut cd = *cd;
+            cd.max = cd.max.min(m as f64);
+            let mut w = row_lengths(&cd, n, m, target_nnz);
+            w.shuffle(rng);
+            w.into_iter().map(|x| x as f64).collect()
+        }
+        None => vec![1.0; n],
+    }
 }
 
 /// Fills one banded row: `k` distinct sorted columns in the band around the

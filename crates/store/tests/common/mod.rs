@@ -11,6 +11,17 @@ use store::{
 /// The legacy context, which every migrated database has (id 1).
 pub const LEGACY: ContextId = ContextId(1);
 
+/// Stores the device `dev` and a suitesparse matrix with content hash `hash`:
+/// the pair most tests key their rows by.
+pub async fn dev_and_matrix(s: &Store, hash: &str) -> (DeviceId, MatrixId) {
+    let d = s.upsert_device(&device("dev")).await.unwrap();
+    let m = s
+        .upsert_matrix(&matrix(hash, "suitesparse", 0.0))
+        .await
+        .unwrap();
+    (d, m)
+}
+
 /// A device description.
 pub fn device(name: &str) -> DeviceRecord {
     DeviceRecord {

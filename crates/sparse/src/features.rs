@@ -81,6 +81,153 @@ pub struct Features {
 /// calling thread (about 0.2 ms of work).
 const SEQUENTIAL_BELOW: usize = 1 << 18;
 
+/// Rows per block of the feature pass: each block is folded into one
+/// accumulator in place (folding row by row would move the accumulator,
+/// histogram included, once per row).
+const BLOCK: usize = 4096;
+
+/// What one block of rows contributes to the features: one pass over rows
+/// gives length statistics, the histogram and column locality.
+#[derive(Clone, Copy)]
+struct Acc {
+    min: usize,
+    max: usize,
+    sumsq: u128,
+    empty: usize,
+    long_nnz: usize,
+    dist: f64,
+    dist_nnz: usize,
+    band: u64,
+    hist: [usize; HIST_BUCKETS],
+}
+
+impl Acc {
+    const ZERO: Acc = Acc {
+        min: usize::MAX,
+        max: 0,
+        sumsq: 0,
+        empty: 0,
+        long_nnz: 0,
+        dist: 0.0,
+        dist_nnz: 0,
+        band: 0,
+        hist: [0; HIST_BUCKETS],
+    };
+
+    fn merge(mut self, b: Acc) -> Acc {
+        self.min = self.min.min(b.min);
+        self.max = self.max.max(b.max);
+        self.sumsq += b.sumsq;
+        self.empty += b.empty;
+        self.long_nnz += b.long_nnz;
+        self.dist += b.dist;
+        self.dist_nnz += b.dist_nnz;
+        self.band = self.band.max(b.band);
+        for i in 0..HIST_BUCKETS {
+            self.hist[i] += b.hist[i];
+        }
+        self
+    }
+
+    /// The feature vector, in the order of [`FEATURE_NAMES`].
+    fn values(&self, nrows: usize, ncols: usize, nnz: usize) -> Vec<f64> {
+        let m = nrows.max(1) as f64;
+        let mean = nnz as f64 / m;
+        let min = if nrows == 0 { 0 } else { self.min };
+        // Population variance from exact integer sums: E[len^2] - mean^2.
+        let var = if nrows == 0 {
+            0.0
+        } else {
+            (self.sumsq as f64 / nrows as f64 - mean * mean).max(0.0)
+        };
+        let n = ncols.max(1) as f64;
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        let mut v = vec![
+            nrows as f64,
+            ncols as f64,
+            nnz as f64,
+            mean,
+            var,
+            min as f64,
+            self.max as f64,
+            ratio(var.sqrt(), mean),
+            ratio(self.max as f64, mean),
+            self.empty as f64,
+            self.empty as f64 / m,
+            ratio(self.long_nnz as f64, nnz as f64),
+            ratio(self.dist, self.dist_nnz as f64) / n,
+            self.band as f64 / n,
+            nnz as f64 / (m * n),
+        ];
+        v.extend(self.hist.iter().map(|&h| h as f64 / m));
+        v
+    }
+}
+
+/// The pattern one feature pass reads, with what every block needs.
+struct RowPass<'a> {
+    nrows: usize,
+    row_ptr: &'a [u32],
+    col_idx: &'a [u32],
+    /// Rows longer than this (4x the mean) count as long.
+    long_len: usize,
+    /// Column locality is estimated from every `stride`-th block of rows once
+    /// the matrix is large (about 2^19 entries read at most), so that the
+    /// analysis stays well under the cost of one SpMV; everything else is exact.
+    stride: usize,
+}
+
+impl<'a> RowPass<'a> {
+    fn new(nrows: usize, row_ptr: &'a [u32], col_idx: &'a [u32]) -> Self {
+        let nnz = col_idx.len();
+        let mean = nnz as f64 / nrows.max(1) as f64;
+        let nblocks = nrows.div_ceil(BLOCK);
+        RowPass {
+            nrows,
+            row_ptr,
+            col_idx,
+            long_len: (4.0 * mean).floor() as usize,
+            stride: nnz.div_ceil(1 << 19).clamp(1, nblocks.max(1)),
+        }
+    }
+
+    /// The accumulator of block `b`: lengths first, then column locality.
+    fn block(&self, b: usize) -> Acc {
+        let (row_ptr, col_idx) = (self.row_ptr, self.col_idx);
+        let mut a = Acc::ZERO;
+        let rows = b * BLOCK..((b + 1) * BLOCK).min(self.nrows);
+        let mut sq = 0u64;
+        for r in rows.clone() {
+            let len = (row_ptr[r + 1] - row_ptr[r]) as usize;
+            a.min = a.min.min(len);
+            a.max = a.max.max(len);
+            sq += (len * len) as u64;
+            a.empty += usize::from(len == 0);
+            a.long_nnz += if len > self.long_len { len } else { 0 };
+            a.hist[hist_bucket(len)] += 1;
+        }
+        a.sumsq = sq as u128;
+        for r in rows {
+            let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
+            if e > s {
+                // Rows are sorted: the farthest entry is the first or the last.
+                let (first, last) = (col_idx[s] as i64, col_idx[e - 1] as i64);
+                let ri = r as i64;
+                a.band = a
+                    .band
+                    .max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
+                if b.is_multiple_of(self.stride) {
+                    // A plain sum the compiler can vectorise.
+                    let rowdist: i64 = col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
+                    a.dist += rowdist as f64;
+                    a.dist_nnz += e - s;
+                }
+            }
+        }
+        a
+    }
+}
+
 impl Features {
     /// Computes the features of a matrix (its pattern only; values are not read).
     pub fn of<T: Scalar>(a: &Csr<T>) -> Self {
@@ -101,141 +248,22 @@ impl Features {
         col_idx: &[u32],
         parallel: bool,
     ) -> Self {
-        let nnz = col_idx.len();
-        let m = nrows.max(1) as f64;
-        let mean = nnz as f64 / m;
-        // One parallel pass over rows: length statistics, histogram and locality.
-        #[derive(Clone, Copy)]
-        struct Acc {
-            min: usize,
-            max: usize,
-            sumsq: u128,
-            empty: usize,
-            long_nnz: usize,
-            dist: f64,
-            dist_nnz: usize,
-            band: u64,
-            hist: [usize; HIST_BUCKETS],
-        }
-        let zero = Acc {
-            min: usize::MAX,
-            max: 0,
-            sumsq: 0,
-            empty: 0,
-            long_nnz: 0,
-            dist: 0.0,
-            dist_nnz: 0,
-            band: 0,
-            hist: [0; HIST_BUCKETS],
-        };
-        let long_threshold = 4.0 * mean;
-        // Blocks of rows, each folded into one accumulator in place (folding row by
-        // row would move the accumulator, histogram included, once per row).
-        const BLOCK: usize = 4096;
-        // Column locality is estimated from every `stride`-th block of rows once the
-        // matrix is large (about 2^19 entries read at most), so that the analysis
-        // stays well under the cost of one SpMV; everything else is exact.
+        let pass = RowPass::new(nrows, row_ptr, col_idx);
         let nblocks = nrows.div_ceil(BLOCK);
-        let stride = nnz.div_ceil(1 << 19).clamp(1, nblocks.max(1));
-        let long_len = long_threshold.floor() as usize;
-        let fold = |b: usize| {
-            let mut a = zero;
-            let rows = b * BLOCK..((b + 1) * BLOCK).min(nrows);
-            let mut sq = 0u64;
-            for r in rows.clone() {
-                let len = (row_ptr[r + 1] - row_ptr[r]) as usize;
-                a.min = a.min.min(len);
-                a.max = a.max.max(len);
-                sq += (len * len) as u64;
-                a.empty += usize::from(len == 0);
-                a.long_nnz += if len > long_len { len } else { 0 };
-                a.hist[hist_bucket(len)] += 1;
-            }
-            a.sumsq = sq as u128;
-            for r in rows {
-                let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
-                let len = e - s;
-                if len > 0 {
-                    // Rows are sorted: the farthest entry is the first or the last.
-                    let (first, last) = (col_idx[s] as i64, col_idx[e - 1] as i64);
-                    let ri = r as i64;
-                    a.band = a
-                        .band
-                        .max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
-                    if b.is_multiple_of(stride) {
-                        // A plain sum the compiler can vectorise.
-                        let rowdist: i64 =
-                            col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
-                        a.dist += rowdist as f64;
-                        a.dist_nnz += len;
-                    }
-                }
-            }
-            a
-        };
-        let merge = |mut a: Acc, b: Acc| {
-            a.min = a.min.min(b.min);
-            a.max = a.max.max(b.max);
-            a.sumsq += b.sumsq;
-            a.empty += b.empty;
-            a.long_nnz += b.long_nnz;
-            a.dist += b.dist;
-            a.dist_nnz += b.dist_nnz;
-            a.band = a.band.max(b.band);
-            for i in 0..HIST_BUCKETS {
-                a.hist[i] += b.hist[i];
-            }
-            a
-        };
         // A small matrix is read on this thread: waking the thread pool costs
         // more than the pass (tens of microseconds, much more on a busy
         // machine), which a first call would pay in full.
         let acc = if !parallel {
-            (0..nblocks).map(fold).fold(zero, merge)
+            (0..nblocks)
+                .map(|b| pass.block(b))
+                .fold(Acc::ZERO, Acc::merge)
         } else {
             (0..nblocks)
                 .into_par_iter()
-                .map(fold)
-                .reduce(|| zero, merge)
+                .map(|b| pass.block(b))
+                .reduce(|| Acc::ZERO, Acc::merge)
         };
-        let min = if nrows == 0 { 0 } else { acc.min };
-        // Population variance from exact integer sums: E[len^2] - mean^2.
-        let var = if nrows == 0 {
-            0.0
-        } else {
-            (acc.sumsq as f64 / nrows as f64 - mean * mean).max(0.0)
-        };
-        let n = ncols.max(1) as f64;
-        let mut v = vec![
-            nrows as f64,
-            ncols as f64,
-            nnz as f64,
-            mean,
-            var,
-            min as f64,
-            acc.max as f64,
-            if mean > 0.0 { var.sqrt() / mean } else { 0.0 },
-            if mean > 0.0 {
-                acc.max as f64 / mean
-            } else {
-                0.0
-            },
-            acc.empty as f64,
-            acc.empty as f64 / m,
-            if nnz > 0 {
-                acc.long_nnz as f64 / nnz as f64
-            } else {
-                0.0
-            },
-            if acc.dist_nnz > 0 {
-                acc.dist / acc.dist_nnz as f64 / n
-            } else {
-                0.0
-            },
-            acc.band as f64 / n,
-            nnz as f64 / (m * n),
-        ];
-        v.extend(acc.hist.iter().map(|&h| h as f64 / m));
+        let v = acc.values(nrows, ncols, col_idx.len());
         debug_assert_eq!(v.len(), FEATURE_NAMES.len());
         Features { values: v }
     }

@@ -44,12 +44,7 @@ async fn readyz_is_503_when_the_device_queue_is_full() {
         return;
     }
     let (app, state) = test_app(&["--queue-depth", "1"]).await;
-    let (release, wait) = std::sync::mpsc::channel::<()>();
-    let q = state.clone();
-    let busy = tokio::spawn(async move { q.queue().run(move |_| wait.recv().ok()).await });
-    while state.queue().in_flight() == 0 {
-        tokio::task::yield_now().await;
-    }
+    let (release, busy) = hold_worker(&state).await;
     let r = send(&app, get("/readyz")).await;
     assert_eq!(r.status, 503);
     assert!(r.error().1.contains("queue is full"), "{:?}", r.error());

@@ -201,7 +201,10 @@ fn features_binning_and_plans_equal_the_golden_record() {
         };
         for (k, v) in &r[1..] {
             if g.get(k) != Some(v) {
-                diffs.push(format!("{name}: {k}\n  now    {v}\n  golden {:?}", g.get(k)));
+                diffs.push(format!(
+                    "{name}: {k}\n  now    {v}\n  golden {:?}",
+                    g.get(k)
+                ));
             }
         }
     }

@@ -38,6 +38,11 @@ pub struct Args {
     /// Host repetitions of each analysis step, interleaved; the median is kept.
     #[arg(long, default_value_t = 9)]
     pub reps: usize,
+    /// Statistic of the repeated timings, host and device alike: `median` (as
+    /// `trainer evaluate`) or `min` (the least disturbed run, steadier on a
+    /// busy machine).
+    #[arg(long, default_value = "median", value_parser = ["median", "min"])]
+    pub stat: String,
     /// CSV output (one row per matrix and precision) instead of a table.
     #[arg(long)]
     pub csv: bool,
@@ -72,8 +77,9 @@ struct Row {
     spmv_equivalents: f64,
 }
 
-/// Median wall time (ms) of each closure over `reps` interleaved rounds.
-fn interleaved_medians<const N: usize>(reps: usize, fs: &mut [&mut dyn FnMut(); N]) -> [f64; N] {
+/// Median (or with `min`, the least) wall time (ms) of each closure over
+/// `reps` interleaved rounds.
+fn interleaved<const N: usize>(reps: usize, min: bool, fs: &mut [&mut dyn FnMut(); N]) -> [f64; N] {
     let mut samples: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
     for _ in 0..reps.max(1) {
         for (f, s) in fs.iter_mut().zip(samples.iter_mut()) {
@@ -84,20 +90,25 @@ fn interleaved_medians<const N: usize>(reps: usize, fs: &mut [&mut dyn FnMut(); 
     }
     samples.map(|mut s| {
         s.sort_by(f64::total_cmp);
-        s[s.len() / 2]
+        if min {
+            s[0]
+        } else {
+            s[s.len() / 2]
+        }
     })
 }
 
 /// The host steps of one matrix under one selector: (scheme, features, predict, binning ms).
-fn host_times(sel: &Selector, a: &Csr<f64>, reps: usize) -> (Scheme, f64, f64, f64) {
+fn host_times(sel: &Selector, a: &Csr<f64>, reps: usize, min: bool) -> (Scheme, f64, f64, f64) {
     let f = Features::of(a);
     let scheme = match sel {
         Selector::Model(m) => m.predict_scheme(&stage1_vector(&f)),
         Selector::Rule => sel.plan(&f, a.row_ptr()).plan.scheme,
     };
     let rp = a.row_ptr();
-    let [feat, pred, bin] = interleaved_medians(
+    let [feat, pred, bin] = interleaved(
         reps,
+        min,
         &mut [
             &mut || {
                 std::hint::black_box(Features::of(a));
@@ -113,12 +124,19 @@ fn host_times(sel: &Selector, a: &Csr<f64>, reps: usize) -> (Scheme, f64, f64, f
     (scheme, feat, pred, bin)
 }
 
-/// Kernel time (ms, median under the labelling policy) of the selector's plan.
-fn plan_ms(engine: &Engine, sel: &Selector, a: &Csr<f64>, p: Precision) -> Result<(String, f64)> {
+/// Kernel time (ms, median or least under the labelling policy) of the selector's plan.
+fn plan_ms(
+    engine: &Engine,
+    sel: &Selector,
+    (a, p): (&Csr<f64>, Precision),
+    min: bool,
+) -> Result<(String, f64)> {
     let pred = sel.plan(&Features::of(a), a.row_ptr());
     let dm = engine.upload_as(a, p)?;
     let pp = engine.prepare_binned_any(&dm, &pred.binning, &pred.plan, LaunchMode::default())?;
-    let x: Vec<f64> = (0..a.ncols()).map(|i| 1.0 + (i % 7) as f64 * 0.125).collect();
+    let x: Vec<f64> = (0..a.ncols())
+        .map(|i| 1.0 + (i % 7) as f64 * 0.125)
+        .collect();
     let est = engine.time_any(&dm, &pp, &x, 1, 1)?.median_ms;
     let st = engine.measure_any(&dm, &pp, &x, &TimingPolicy::default(), est)?;
     let plan = pred
@@ -128,7 +146,8 @@ fn plan_ms(engine: &Engine, sel: &Selector, a: &Csr<f64>, p: Precision) -> Resul
         .map(|(b, k)| format!("{b}:{k}"))
         .collect::<Vec<_>>()
         .join(" ");
-    Ok((format!("{} [{plan}]", pred.plan.scheme), st.median_ms))
+    let ms = if min { st.min_ms } else { st.median_ms };
+    Ok((format!("{} [{plan}]", pred.plan.scheme), ms))
 }
 
 /// The matrices to measure: (name, family, generator or file).
@@ -193,9 +212,10 @@ pub fn run(args: Args) -> Result<()> {
         selectors.push((p, sel));
     }
     eprintln!(
-        "# device {}; host steps with {} hardware threads, median of {} interleaved rounds",
+        "# device {}; host steps with {} hardware threads, {} of {} interleaved rounds",
         device.name,
         std::thread::available_parallelism().map_or(1, |n| n.get()),
+        args.stat,
         args.reps
     );
     let mut rows = Vec::new();
@@ -206,8 +226,9 @@ pub fn run(args: Args) -> Result<()> {
             continue;
         }
         for (p, sel) in &selectors {
-            let (scheme, features_ms, predict_ms, binning_ms) = host_times(sel, &a, args.reps);
-            let (plan, spmv_ms) = plan_ms(&engine, sel, &a, *p)?;
+            let min = args.stat == "min";
+            let (scheme, features_ms, predict_ms, binning_ms) = host_times(sel, &a, args.reps, min);
+            let (plan, spmv_ms) = plan_ms(&engine, sel, (&a, *p), min)?;
             let row = Row {
                 matrix: name.clone(),
                 family: family.clone(),

@@ -222,10 +222,16 @@ impl<'a> RowPass<'a> {
         let mut a = Acc::ZERO;
         length_stats(lens, self.long_len, &mut a);
         histogram(lens, (a.min, a.max), &mut a.hist);
-        a.band = self.band(lo, rp);
         if b.is_multiple_of(self.stride) {
-            a.dist = self.distance(lo, rp) as f64;
+            // Every entry is read: the band is the largest distance.
+            let (sum, far) = self.distance(lo, rp);
+            a.band = far;
+            a.dist = sum as f64;
             a.dist_nnz = (rp[rp.len() - 1] - rp[0]) as usize;
+        } else {
+            // Only the first and last entry of each row: cheaper than the
+            // windows of `distance` when nothing else needs the entries.
+            a.band = self.band(lo, rp);
         }
         a
     }
@@ -253,15 +259,15 @@ impl<'a> RowPass<'a> {
         band
     }
 
-    /// The sum of `|c - r|` over the entries of the rows from `lo`: exact, in
-    /// integers (each term is below 2^32), so the order of the sum is free.
-    /// A row of at most [`SHORT_ROW`] entries is summed over a fixed window
-    /// with the entries past its end masked out, so that rows of varying
-    /// length cost no mispredicted loop exits.
+    /// The sum and the largest of `|c - r|` over the entries of the rows
+    /// from `lo`: exact, in integers (each term is below 2^32), so the order
+    /// of the sum is free. A row of at most [`SHORT_ROW`] entries is read
+    /// through a fixed window with the entries past its end masked out, so
+    /// that rows of varying length cost no mispredicted loop exits.
     #[inline(always)]
-    fn distance(&self, lo: usize, rp: &[u32]) -> u64 {
+    fn distance(&self, lo: usize, rp: &[u32]) -> (u64, u64) {
         let ci = self.col_idx;
-        let mut sum = 0u64;
+        let (mut sum, mut far) = (0u64, 0u32);
         for (i, (&s, &e)) in rp.iter().zip(&rp[1..]).enumerate() {
             let (s, e) = (s as usize, e as usize);
             let r = (lo + i) as u32;
@@ -270,21 +276,25 @@ impl<'a> RowPass<'a> {
             match window {
                 Some(w) if e - s <= SHORT_ROW => {
                     let n = e - s;
-                    let mut d = 0u64;
+                    let (mut d, mut m) = (0u64, 0u32);
                     for (j, &c) in w.iter().enumerate() {
-                        d += if j < n { u64::from(c.abs_diff(r)) } else { 0 };
+                        let x = if j < n { c.abs_diff(r) } else { 0 };
+                        d += u64::from(x);
+                        m = m.max(x);
                     }
                     sum += d;
+                    far = far.max(m);
                 }
                 _ => {
-                    sum += ci[s..e]
-                        .iter()
-                        .map(|&c| u64::from(c.abs_diff(r)))
-                        .sum::<u64>()
+                    for &c in &ci[s..e] {
+                        let x = c.abs_diff(r);
+                        sum += u64::from(x);
+                        far = far.max(x);
+                    }
                 }
             }
         }
-        sum
+        (sum, u64::from(far))
     }
 }
 

@@ -247,7 +247,6 @@ impl<'a> RowPass<'a> {
         let mut band = 0u64;
         for (i, (&s, &e)) in rp.iter().zip(&rp[1..]).enumerate() {
             let (s, e) = (s as usize, e as usize);
-            prefetch(ci, e + PREFETCH_AHEAD);
             // Branch-free: an empty row reads entry 0 and counts as 0.
             let nonempty = e > s;
             let (fi, li) = if nonempty { (s, e - 1) } else { (0, 0) };
@@ -324,29 +323,6 @@ fn length_stats(lens: &[u32], long_len: usize, a: &mut Acc) {
     a.sumsq = u128::from(sq);
     a.empty = empty as usize;
     a.long_nnz = long as usize;
-}
-
-/// Entries ahead of the current row that [`RowPass::band`] asks the cache
-/// for: it reads only the first and last entry of each row, a pattern the
-/// hardware prefetchers follow less well than a plain stream.
-const PREFETCH_AHEAD: usize = 1024;
-
-/// Hints that `v[i]` will be read soon (nothing when `i` is out of range or
-/// on other architectures).
-#[inline(always)]
-fn prefetch(v: &[u32], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if i < v.len() {
-        // SAFETY: a prefetch reads nothing into the program and cannot
-        // fault; the address is inside `v` anyway, and SSE is part of the
-        // x86-64 baseline.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(v.as_ptr().add(i).cast::<i8>());
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (v, i);
 }
 
 /// [`hist_bucket`] of a `u32` length (`32 - leading zeros` is 0 for 0).

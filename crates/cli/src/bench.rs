@@ -158,7 +158,7 @@ struct Ctx<'a> {
     all: Vec<Line>,
 }
 
-fn parse_count(s: &str) -> Result<usize> {
+pub(crate) fn parse_count(s: &str) -> Result<usize> {
     let t = s.trim().to_ascii_lowercase();
     let (num, mul) = match t.chars().last() {
         Some('k') => (&t[..t.len() - 1], 1e3),

@@ -38,7 +38,7 @@ pub struct Args {
 const GENERATED: [Family; 3] = [Family::Stencil3d27, Family::PowerLaw, Family::RoadLike];
 
 /// The shared matrices folder the defaults come from.
-fn default_dir() -> PathBuf {
+pub(crate) fn default_dir() -> PathBuf {
     match std::env::var_os("SPMV_SHARED_DIR") {
         Some(d) => PathBuf::from(d).join("matrices"),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/matrices"),

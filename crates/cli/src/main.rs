@@ -1,6 +1,7 @@
 //! `spmv`: the command-line face of the project. Each subcommand lives in its own module.
 
 mod bench;
+mod bench_overhead;
 mod bench_parse;
 mod check;
 mod engine_args;
@@ -29,6 +30,8 @@ enum Command {
     BenchParse(bench_parse::Args),
     /// Time every kernel on whole matrices beside the CPU and the device's copy bandwidth.
     Bench(bench::Args),
+    /// Features + prediction + binning in SpMV-equivalents of the model's plan, per matrix and family (>= 1M nonzeros).
+    BenchOverhead(bench_overhead::Args),
     /// Every kernel and precision against the reference on matrices and awkward shapes (non-zero exit on a mismatch).
     Check(check::Args),
     /// Compute y = A x on the OpenCL device and print y, one value per line.
@@ -112,6 +115,7 @@ fn main() {
         Command::Info(a) => info::run(a),
         Command::BenchParse(a) => bench_parse::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::BenchOverhead(a) => bench_overhead::run(a),
         Command::Check(a) => check::run(a),
         Command::Run(a) => run::run(a),
         Command::Predict(a) => predict::run(a),

@@ -238,3 +238,39 @@ fn a_device_that_does_not_exist_is_69() {
     let o = spmv(&["run", &fixture(CAN), "--device", "no-such-device-anywhere"]);
     assert_exit(&o, 69);
 }
+
+#[test]
+fn bench_overhead_prices_features_and_prediction_in_spmv_equivalents() {
+    let o = spmv(&[
+        "bench-overhead",
+        &fixture(CAN),
+        "--families",
+        "stencil2d",
+        "--sizes",
+        "2K",
+        "--min-nnz",
+        "0",
+        "--precision",
+        "f64",
+        "--reps",
+        "3",
+        "--csv",
+    ]);
+    assert_exit(&o, 0);
+    let out = text(&o.stdout);
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[col("matrix")]).collect();
+    assert_eq!(names, ["HB__can_229", "gen:stencil2d:2K"], "{out}");
+    for r in &rows {
+        let v = |name: &str| r[col(name)].parse::<f64>().unwrap();
+        assert!(v("features_ms") > 0.0 && v("predict_ms") > 0.0, "{r:?}");
+        assert!(v("binning_ms") >= 0.0 && v("spmv_ms") > 0.0, "{r:?}");
+        let want = (v("features_ms") + v("predict_ms")) / v("spmv_ms");
+        assert!((v("spmv_equivalents") - want).abs() <= 1e-9 * want, "{r:?}");
+    }
+    let err = text(&o.stderr);
+    assert!(err.contains("worst family"), "{err}");
+}

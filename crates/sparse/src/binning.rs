@@ -20,6 +20,22 @@ pub const U_LADDER: [u32; 16] = [
     500_000, 1_000_000,
 ];
 
+/// Whether `row_ptr` never decreases, so that binning it cannot underflow.
+/// Checked in chunks with no early exit inside one, so that the comparison
+/// vectorises (a plain `windows(2).all(..)` stops to test every pair).
+pub fn row_ptr_is_monotone(row_ptr: &[u32]) -> bool {
+    const CHUNK: usize = 4096;
+    let pairs = row_ptr.len().saturating_sub(1);
+    (0..pairs.div_ceil(CHUNK)).all(|c| {
+        let (lo, hi) = (c * CHUNK, ((c + 1) * CHUNK).min(pairs));
+        let falls = row_ptr[lo..hi]
+            .iter()
+            .zip(&row_ptr[lo + 1..=hi])
+            .fold(0u32, |n, (a, b)| n | u32::from(a > b));
+        falls == 0
+    })
+}
+
 /// How rows are split into bins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scheme {
@@ -221,6 +237,25 @@ mod tests {
         let b = Binning::new(&rp, Scheme::Granularity(1));
         assert_eq!(b.bins[MAX_BIN], vec![0]);
         assert_eq!(b.bins[1], vec![1]);
+    }
+
+    #[test]
+    fn monotone_row_pointers() {
+        assert!(row_ptr_is_monotone(&[]));
+        assert!(row_ptr_is_monotone(&[5]));
+        let mut rp: Vec<u32> = (0..10_000u32).map(|r| r / 3).collect();
+        assert!(row_ptr_is_monotone(&rp));
+        // A fall anywhere, chunk edges included, is found.
+        for at in [1, 4095, 4096, 4097, 9999] {
+            let keep = rp[at];
+            rp[at] = rp[at - 1].wrapping_sub(1);
+            assert!(!row_ptr_is_monotone(&rp), "fall at {at}");
+            assert_eq!(
+                row_ptr_is_monotone(&rp),
+                rp.windows(2).all(|w| w[0] <= w[1])
+            );
+            rp[at] = keep;
+        }
     }
 
     #[test]

@@ -191,40 +191,186 @@ impl<'a> RowPass<'a> {
         }
     }
 
-    /// The accumulator of block `b`: lengths first, then column locality.
+    /// The accumulator of block `b`, compiled for AVX2 when the CPU has it
+    /// (the same integer arithmetic, so the same values, in wider vectors).
     fn block(&self, b: usize) -> Acc {
-        let (row_ptr, col_idx) = (self.row_ptr, self.col_idx);
-        let mut a = Acc::ZERO;
-        let rows = b * BLOCK..((b + 1) * BLOCK).min(self.nrows);
-        let mut sq = 0u64;
-        for r in rows.clone() {
-            let len = (row_ptr[r + 1] - row_ptr[r]) as usize;
-            a.min = a.min.min(len);
-            a.max = a.max.max(len);
-            sq += (len * len) as u64;
-            a.empty += usize::from(len == 0);
-            a.long_nnz += if len > self.long_len { len } else { 0 };
-            a.hist[hist_bucket(len)] += 1;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { self.block_avx2(b) };
         }
-        a.sumsq = sq as u128;
-        for r in rows {
-            let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
-            if e > s {
-                // Rows are sorted: the farthest entry is the first or the last.
-                let (first, last) = (col_idx[s] as i64, col_idx[e - 1] as i64);
-                let ri = r as i64;
-                a.band = a
-                    .band
-                    .max((first - ri).unsigned_abs().max((last - ri).unsigned_abs()));
-                if b.is_multiple_of(self.stride) {
-                    // A plain sum the compiler can vectorise.
-                    let rowdist: i64 = col_idx[s..e].iter().map(|&c| (c as i64 - ri).abs()).sum();
-                    a.dist += rowdist as f64;
-                    a.dist_nnz += e - s;
+        self.block_portable(b)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn block_avx2(&self, b: usize) -> Acc {
+        self.block_portable(b)
+    }
+
+    /// The accumulator of block `b`: lengths first, then column locality.
+    #[inline(always)]
+    fn block_portable(&self, b: usize) -> Acc {
+        let lo = b * BLOCK;
+        let hi = ((b + 1) * BLOCK).min(self.nrows);
+        let rp = &self.row_ptr[lo..=hi];
+        let mut buf = [0u32; BLOCK];
+        let lens = &mut buf[..hi - lo];
+        for (l, (s, e)) in lens.iter_mut().zip(rp.iter().zip(&rp[1..])) {
+            *l = e - s;
+        }
+        let mut a = Acc::ZERO;
+        length_stats(lens, self.long_len, &mut a);
+        histogram(lens, (a.min, a.max), &mut a.hist);
+        if b.is_multiple_of(self.stride) {
+            // Every entry is read: the band is the largest distance.
+            let (sum, far) = self.distance(lo, rp);
+            a.band = far;
+            a.dist = sum as f64;
+            a.dist_nnz = (rp[rp.len() - 1] - rp[0]) as usize;
+        } else {
+            // Only the first and last entry of each row: cheaper than the
+            // windows of `distance` when nothing else needs the entries.
+            a.band = self.band(lo, rp);
+        }
+        a
+    }
+
+    /// `max |c - r|` over the entries of the rows from `lo` (`rp` their
+    /// pointers): rows are sorted, so the farthest entry is the first or the last.
+    #[inline(always)]
+    fn band(&self, lo: usize, rp: &[u32]) -> u64 {
+        let ci = self.col_idx;
+        if ci.is_empty() {
+            return 0;
+        }
+        let mut band = 0u64;
+        for (i, (&s, &e)) in rp.iter().zip(&rp[1..]).enumerate() {
+            let (s, e) = (s as usize, e as usize);
+            // Branch-free: an empty row reads entry 0 and counts as 0.
+            let nonempty = e > s;
+            let (fi, li) = if nonempty { (s, e - 1) } else { (0, 0) };
+            let r = (lo + i) as i64;
+            let (first, last) = (ci[fi] as i64, ci[li] as i64);
+            let far = (first - r).unsigned_abs().max((last - r).unsigned_abs());
+            band = band.max(if nonempty { far } else { 0 });
+        }
+        band
+    }
+
+    /// The sum and the largest of `|c - r|` over the entries of the rows
+    /// from `lo`: exact, in integers (each term is below 2^32), so the order
+    /// of the sum is free. A row of at most [`SHORT_ROW`] entries is read
+    /// through a fixed window with the entries past its end masked out, so
+    /// that rows of varying length cost no mispredicted loop exits.
+    #[inline(always)]
+    fn distance(&self, lo: usize, rp: &[u32]) -> (u64, u64) {
+        let ci = self.col_idx;
+        let (mut sum, mut far) = (0u64, 0u32);
+        for (i, (&s, &e)) in rp.iter().zip(&rp[1..]).enumerate() {
+            let (s, e) = (s as usize, e as usize);
+            let r = (lo + i) as u32;
+            let window: Option<&[u32; SHORT_ROW]> =
+                ci.get(s..s + SHORT_ROW).and_then(|w| w.try_into().ok());
+            match window {
+                Some(w) if e - s <= SHORT_ROW => {
+                    let n = e - s;
+                    let (mut d, mut m) = (0u64, 0u32);
+                    for (j, &c) in w.iter().enumerate() {
+                        let x = if j < n { c.abs_diff(r) } else { 0 };
+                        d += u64::from(x);
+                        m = m.max(x);
+                    }
+                    sum += d;
+                    far = far.max(m);
+                }
+                _ => {
+                    for &c in &ci[s..e] {
+                        let x = c.abs_diff(r);
+                        sum += u64::from(x);
+                        far = far.max(x);
+                    }
                 }
             }
         }
-        a
+        (sum, u64::from(far))
+    }
+}
+
+/// Rows of at most this many entries take the fixed-window path of
+/// [`RowPass::distance`].
+const SHORT_ROW: usize = 8;
+
+/// Shortest and longest row, the sum of squared lengths, empty rows and the
+/// nonzeros of rows longer than `long_len`, into `a`: one loop of plain
+/// reductions over the block's lengths, which the compiler vectorises.
+#[inline(always)]
+fn length_stats(lens: &[u32], long_len: usize, a: &mut Acc) {
+    // A length above u32::MAX cannot exist, so the clamp changes no comparison.
+    let long_len = long_len.min(u32::MAX as usize) as u32;
+    let (mut min, mut max, mut sq, mut empty, mut long) = (u32::MAX, 0u32, 0u64, 0u32, 0u64);
+    for &l in lens {
+        min = min.min(l);
+        max = max.max(l);
+        sq += u64::from(l) * u64::from(l);
+        empty += u32::from(l == 0);
+        long += if l > long_len { u64::from(l) } else { 0 };
+    }
+    if !lens.is_empty() {
+        a.min = min as usize;
+        a.max = max as usize;
+    }
+    a.sumsq = u128::from(sq);
+    a.empty = empty as usize;
+    a.long_nnz = long as usize;
+}
+
+/// [`hist_bucket`] of a `u32` length (`32 - leading zeros` is 0 for 0).
+fn bucket32(len: u32) -> usize {
+    ((u32::BITS - len.leading_zeros()) as usize).min(HIST_BUCKETS - 1)
+}
+
+/// Widest span of buckets (longest over shortest row of a block) counted by
+/// thresholds rather than row by row.
+const THRESHOLD_SPAN: usize = 6;
+
+/// Adds the block's rows to the histogram. When its shortest and longest row
+/// are at most [`THRESHOLD_SPAN`] buckets apart (most blocks of most
+/// matrices), bucket `k >= 1` is counted as the rows of length `>= 2^(k-1)`
+/// minus those of the next bucket up, a vectorised count per bucket boundary;
+/// otherwise row by row into four interleaved histograms, so that rows of one
+/// bucket do not wait on each other's increments.
+/// `min` and `max` are the block's shortest and longest row.
+#[inline(always)]
+fn histogram(lens: &[u32], (min, max): (usize, usize), hist: &mut [usize; HIST_BUCKETS]) {
+    if lens.is_empty() {
+        return;
+    }
+    let (b0, b1) = (hist_bucket(min), hist_bucket(max));
+    if b1 - b0 <= THRESHOLD_SPAN {
+        // Rows whose bucket is at least the current one.
+        let mut at_least = lens.len();
+        for k in b0 + 1..=b1 {
+            let t = 1u32 << (k - 1);
+            let above = lens.iter().map(|&l| u32::from(l >= t)).sum::<u32>() as usize;
+            hist[k - 1] += at_least - above;
+            at_least = above;
+        }
+        hist[b1] += at_least;
+        return;
+    }
+    let mut h = [[0u32; HIST_BUCKETS]; 4];
+    let quads = lens.chunks_exact(4);
+    for &l in quads.remainder() {
+        h[0][bucket32(l)] += 1;
+    }
+    for q in quads {
+        for j in 0..4 {
+            h[j][bucket32(q[j])] += 1;
+        }
+    }
+    for (k, slot) in hist.iter_mut().enumerate() {
+        *slot += (h[0][k] + h[1][k] + h[2][k] + h[3][k]) as usize;
     }
 }
 
@@ -315,6 +461,80 @@ mod tests {
         let seq = Features::of_pattern_on(n, n, &rp, &ci, false);
         assert_eq!(par, seq);
         assert_eq!(par, Features::of_pattern(n, n, &rp, &ci));
+    }
+
+    /// The features computed row by row in the plainest way (the sampling
+    /// rule of [`RowPass`] included), to hold the blocked, vectorised pass to.
+    fn plain(nrows: usize, ncols: usize, rp: &[u32], ci: &[u32]) -> Vec<f64> {
+        let pass = RowPass::new(nrows, rp, ci);
+        let mut a = Acc::ZERO;
+        let mut sq = 0u128;
+        for r in 0..nrows {
+            let (s, e) = (rp[r] as usize, rp[r + 1] as usize);
+            let len = e - s;
+            a.min = a.min.min(len);
+            a.max = a.max.max(len);
+            sq += (len * len) as u128;
+            a.empty += usize::from(len == 0);
+            a.long_nnz += if len > pass.long_len { len } else { 0 };
+            a.hist[hist_bucket(len)] += 1;
+            for &c in &ci[s..e] {
+                let d = (c as i64 - r as i64).unsigned_abs();
+                a.band = a.band.max(d);
+                if (r / BLOCK).is_multiple_of(pass.stride) {
+                    a.dist += d as f64;
+                    a.dist_nnz += 1;
+                }
+            }
+        }
+        a.sumsq = sq;
+        a.values(nrows, ncols, ci.len())
+    }
+
+    #[test]
+    fn the_blocked_pass_equals_the_plain_one() {
+        // Lengths that cross every path: empty rows, rows within and beyond the
+        // short-row window, blocks of narrow and of wide length spans, a
+        // matrix large enough to sample column locality, and short rows at
+        // the very end of the entries.
+        type Lengths = fn(usize) -> usize;
+        let shapes: [(usize, Lengths); 5] = [
+            (9000, |r| r % 6),
+            (20_000, |r| if r % 97 == 0 { 300 + r % 5000 } else { r % 3 }),
+            (3 * 4096 + 5, |r| (r * 2654435761) % 41),
+            (300_000, |r| 3 + r % 4),
+            (5000, |r| {
+                if r < 4000 {
+                    70_000 * usize::from(r == 7)
+                } else {
+                    1 + r % 9
+                }
+            }),
+        ];
+        for (n, len) in shapes {
+            let (mut rp, mut ci) = (vec![0u32], Vec::new());
+            for r in 0..n {
+                let l = len(r).min(n);
+                let start = (r * 7919) % (n - l + 1);
+                ci.extend((start..start + l).map(|c| c as u32));
+                rp.push(ci.len() as u32);
+            }
+            let want = plain(n, n, &rp, &ci);
+            for parallel in [false, true] {
+                let got = Features::of_pattern_on(n, n, &rp, &ci, parallel);
+                let (g, w): (Vec<u64>, Vec<u64>) = (
+                    got.values.iter().map(|v| v.to_bits()).collect(),
+                    want.iter().map(|v| v.to_bits()).collect(),
+                );
+                assert_eq!(g, w, "{n} rows, parallel {parallel}");
+            }
+            // The AVX2 build of a block and the portable one agree.
+            let pass = RowPass::new(n, &rp, &ci);
+            for b in 0..n.div_ceil(BLOCK) {
+                let (x, y) = (pass.block(b), pass.block_portable(b));
+                assert_eq!(x.values(n, n, ci.len()), y.values(n, n, ci.len()));
+            }
+        }
     }
 
     #[test]

@@ -64,8 +64,8 @@ pub use model::{
 pub use models_dir::{resolve_models_dir, ModelsDir};
 pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_LIMIT};
 pub use perf::{
-    fit_perf, perf_features, plan_vector, single_vector, ErrorBand, Estimate, PerfModel,
-    PerfParams, PerfSample, TimePrediction, PERF_EXTRA,
+    fit_perf, fit_perf_form, perf_features, plan_vector, single_vector, ErrorBand, Estimate,
+    PerfForm, PerfModel, PerfParams, PerfSample, TimePrediction, PERF_EXTRA,
 };
 pub use rule::{
     rule_kernel, rule_kernel_for, rule_plan, rule_plan_for, rule_prediction, rule_prediction_for,

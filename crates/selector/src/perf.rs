@@ -1,7 +1,8 @@
 //! The performance model: predicted time (ms) of a whole plan, or of one kernel
 //! over the whole matrix, from the matrix features and what the plan gives each
 //! kernel; gradient-boosted regression trees on log(time), fitted on the whole-plan
-//! and single-kernel timings of the results database.
+//! and single-kernel timings of the results database, either directly or as a
+//! matrix level plus each plan's log time relative to it.
 
 use crate::regtree::{Boosted, GrowParams};
 use crate::vector::{feature, stage1_vector};
@@ -181,6 +182,25 @@ pub struct PerfModel {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<ErrorBand>,
     pub(crate) model: Boosted,
+    /// The matrix level ([`PerfForm::Relative`]): log time of a typical plan of
+    /// the matrix (the median over its timed plans) from the matrix columns
+    /// alone (those before `plan_u`); `model` then predicts a plan's log time
+    /// relative to it, so its splits go to what tells one plan of a matrix from
+    /// another rather than to matrix size. `None` ([`PerfForm::Absolute`], and
+    /// files written before it existed): `model` predicts log time directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) level: Option<Boosted>,
+}
+
+/// What the performance model's trees predict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerfForm {
+    /// Log time of each plan.
+    Absolute,
+    /// A matrix level plus each plan's log time relative to it (see
+    /// [`PerfModel`]'s `level`).
+    Relative,
 }
 
 /// A predicted time with its uncertainty.
@@ -207,14 +227,68 @@ pub struct TimePrediction {
     pub band: String,
 }
 
-/// Fits the performance model on timed plans (deterministic).
+/// Fits the performance model on timed plans in the [`PerfForm::Relative`]
+/// form (see [`fit_perf_form`]).
 pub fn fit_perf(samples: &[PerfSample], params: PerfParams) -> Result<PerfModel, SelectorError> {
+    fit_perf_form(samples, params, PerfForm::Relative)
+}
+
+/// Fits the performance model on timed plans. Deterministic: the same samples
+/// in the same order give the same model, bit for bit (matrices are grouped in
+/// order of first appearance, never by hash order). Share columns of kernels
+/// that no sample gives work to are left out of the layout: the model cannot
+/// say what they cost, and predicts NaN for them.
+pub fn fit_perf_form(
+    samples: &[PerfSample],
+    params: PerfParams,
+    form: PerfForm,
+) -> Result<PerfModel, SelectorError> {
     params.check()?;
     if samples.is_empty() {
         return Err(SelectorError::NoSamples {
             what: "performance",
         });
     }
+    check_samples(samples)?;
+    let (features, keep) = seen_layout(samples);
+    let x: Vec<Vec<f64>> = samples
+        .iter()
+        .map(|s| keep.iter().map(|&i| s.x[i]).collect())
+        .collect();
+    let grow = GrowParams {
+        max_depth: params.max_depth,
+        min_leaf: params.min_leaf,
+    };
+    let log: Vec<f64> = samples.iter().map(|s| s.ms.ln()).collect();
+    let (y, level) = match form {
+        PerfForm::Absolute => (log, None),
+        PerfForm::Relative => {
+            let (groups, levels) = matrix_levels(samples);
+            let n = matrix_columns(&features);
+            let lx: Vec<Vec<f64>> = groups.iter().map(|g| x[g[0]][..n].to_vec()).collect();
+            let level = Boosted::fit(&lx, &levels, params.rounds, params.rate, grow);
+            // The relative target: log time less the matrix's own measured
+            // level, so that these trees learn only differences between plans.
+            let mut y = log;
+            for (g, l) in groups.iter().zip(&levels) {
+                for &i in g {
+                    y[i] -= l;
+                }
+            }
+            (y, Some(level))
+        }
+    };
+    Ok(PerfModel {
+        features,
+        params,
+        samples: samples.len(),
+        band: None,
+        model: Boosted::fit(&x, &y, params.rounds, params.rate, grow),
+        level,
+    })
+}
+
+fn check_samples(samples: &[PerfSample]) -> Result<(), SelectorError> {
     let len = perf_features().len();
     for (i, s) in samples.iter().enumerate() {
         let reason = if s.x.len() != len {
@@ -235,19 +309,59 @@ pub fn fit_perf(samples: &[PerfSample], params: PerfParams) -> Result<PerfModel,
             });
         }
     }
-    let x: Vec<Vec<f64>> = samples.iter().map(|s| s.x.clone()).collect();
-    let y: Vec<f64> = samples.iter().map(|s| s.ms.ln()).collect();
-    let grow = GrowParams {
-        max_depth: params.max_depth,
-        min_leaf: params.min_leaf,
-    };
-    Ok(PerfModel {
-        features: perf_features(),
-        params,
-        samples: samples.len(),
-        band: None,
-        model: Boosted::fit(&x, &y, params.rounds, params.rate, grow),
-    })
+    Ok(())
+}
+
+/// This build's layout less the share columns of kernels no sample gives
+/// work to, and the indices of the columns kept.
+fn seen_layout(samples: &[PerfSample]) -> (Vec<String>, Vec<usize>) {
+    let all = perf_features();
+    let keep: Vec<usize> = (0..all.len())
+        .filter(|&i| {
+            let k = KernelId::all().into_iter().find(|k| {
+                all[i] == format!("nnz_share_{}", k.name())
+                    || all[i] == format!("row_share_{}", k.name())
+            });
+            k.is_none_or(|k| {
+                let s = kernel_slot(k);
+                samples.iter().any(|p| p.x[s] != 0.0 || p.x[s + 1] != 0.0)
+            })
+        })
+        .collect();
+    (keep.iter().map(|&i| all[i].clone()).collect(), keep)
+}
+
+/// Columns of a performance layout that describe the matrix alone (those
+/// before `plan_u`).
+fn matrix_columns(features: &[String]) -> usize {
+    features
+        .iter()
+        .position(|f| f == "plan_u")
+        .unwrap_or(features.len())
+}
+
+/// The samples of each matrix (indices, matrices in order of first
+/// appearance) and each matrix's level: the median log time of its samples.
+fn matrix_levels(samples: &[PerfSample]) -> (Vec<Vec<usize>>, Vec<f64>) {
+    let mut at: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let g = *at.entry(s.matrix.as_str()).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    let levels = groups
+        .iter()
+        .map(|g| {
+            let mut v: Vec<f64> = g.iter().map(|&i| samples[i].ms.ln()).collect();
+            v.sort_by(f64::total_cmp);
+            let k = v.len();
+            (v[(k - 1) / 2] + v[k / 2]) / 2.0
+        })
+        .collect();
+    (groups, levels)
 }
 
 impl PerfModel {
@@ -256,8 +370,21 @@ impl PerfModel {
     /// columns it was fitted with; a vector that gives work to a kernel it does
     /// not know gets NaN (it cannot say anything about that kernel).
     pub fn predict_ms(&self, x: &[f64]) -> f64 {
-        self.project(x)
-            .map_or(f64::NAN, |v| self.model.predict(&v).exp())
+        self.project(x).map_or(f64::NAN, |v| {
+            let level = self.level.as_ref().map_or(0.0, |l| {
+                l.predict(&v[..matrix_columns(&self.features).min(v.len())])
+            });
+            (level + self.model.predict(&v)).exp()
+        })
+    }
+
+    /// What its trees predict.
+    pub fn form(&self) -> PerfForm {
+        if self.level.is_some() {
+            PerfForm::Relative
+        } else {
+            PerfForm::Absolute
+        }
     }
 
     /// The kernels this model knows: those with share columns in its layout.
@@ -302,6 +429,10 @@ impl PerfModel {
         }
         let exp: Vec<&str> = expected.iter().map(String::as_str).collect();
         crate::model::first_difference(3, &self.features, &exp)?;
+        if let Some(l) = &self.level {
+            l.validate(matrix_columns(&self.features))
+                .map_err(|e| SelectorError::InvalidModel(format!("performance level: {e}")))?;
+        }
         self.model
             .validate(self.features.len())
             .map_err(|e| SelectorError::InvalidModel(format!("performance model: {e}")))
@@ -402,6 +533,102 @@ mod tests {
         assert!(perf
             .predict_plan(&f, &Plan::single(KernelId::Serial), &b)
             .is_some());
+    }
+
+    /// Matrices over three decades of size; on each, kernel i takes 2% more
+    /// than kernel i - 1 (merge_tile is never timed): differences far below
+    /// the spread of sizes.
+    fn graded_samples() -> Vec<PerfSample> {
+        let kernels: Vec<KernelId> = KernelId::all()
+            .into_iter()
+            .filter(|k| *k != KernelId::MergeTile)
+            .collect();
+        let mut samples = Vec::new();
+        for (i, n) in [8usize, 12, 20, 30, 45, 70, 100, 150, 220, 300]
+            .iter()
+            .enumerate()
+        {
+            let f = Features::of(&sparse::gen::stencil_2d(*n, *n + i).unwrap());
+            let base = 1e-5 * feature(&f, "nnz");
+            for (j, k) in kernels.iter().enumerate() {
+                samples.push(PerfSample {
+                    matrix: format!("m{i}"),
+                    x: single_vector(&f, *k),
+                    ms: base * 1.02f64.powi(j as i32),
+                });
+            }
+        }
+        samples
+    }
+
+    #[test]
+    fn the_relative_form_orders_close_plans_of_an_unseen_matrix() {
+        let samples = graded_samples();
+        let p = fit_perf_form(&samples, PerfParams::default(), PerfForm::Relative).unwrap();
+        assert_eq!(p.form(), PerfForm::Relative);
+        p.validate().unwrap();
+        let f = Features::of(&sparse::gen::stencil_2d(90, 80).unwrap());
+        let kernels = p.kernels();
+        let pred: Vec<f64> = kernels
+            .iter()
+            .map(|k| p.predict_ms(&single_vector(&f, *k)))
+            .collect();
+        for w in pred.windows(2) {
+            assert!(w[0] < w[1], "{pred:?}");
+        }
+        // The level is the median plan's time on the fitted matrices, away
+        // from the three smallest and three largest (leaves hold 3 or more).
+        let n = matrix_columns(&p.features);
+        let level = p.level.as_ref().unwrap();
+        let per = kernels.len();
+        for s in samples.iter().step_by(per).skip(3).take(4) {
+            let truth = s.ms * 1.02f64.powf((per - 1) as f64 / 2.0);
+            let got = level.predict(&s.x[..n]).exp();
+            assert!(
+                (got / truth - 1.0).abs() < 0.01,
+                "{}: {got} vs {truth}",
+                s.matrix
+            );
+        }
+    }
+
+    #[test]
+    fn a_kernel_never_timed_is_left_out_and_gets_no_prediction() {
+        let samples = graded_samples();
+        for form in [PerfForm::Absolute, PerfForm::Relative] {
+            let p = fit_perf_form(&samples, PerfParams::default(), form).unwrap();
+            assert_eq!(p.form(), form);
+            assert!(!p.kernels().contains(&KernelId::MergeTile));
+            assert_eq!(p.features.len(), perf_features().len() - 2);
+            p.validate().unwrap();
+            let f = Features::of(&sparse::gen::stencil_2d(40, 40).unwrap());
+            assert!(p
+                .predict_ms(&single_vector(&f, KernelId::MergeTile))
+                .is_nan());
+            assert!(p
+                .predict_ms(&single_vector(&f, KernelId::Serial))
+                .is_finite());
+        }
+    }
+
+    #[test]
+    fn the_same_samples_give_the_same_file_bytes() {
+        // Matrices interleaved and named so that hash order differs from
+        // first-appearance order; each fit builds its own maps.
+        let mut samples = graded_samples();
+        samples.reverse();
+        let p = PerfParams {
+            rounds: 60,
+            ..PerfParams::default()
+        };
+        let json =
+            |form| serde_json::to_string(&fit_perf_form(&samples, p, form).unwrap()).unwrap();
+        for form in [PerfForm::Absolute, PerfForm::Relative] {
+            let a = json(form);
+            assert_eq!(a, json(form));
+            let back: PerfModel = serde_json::from_str(&a).unwrap();
+            assert_eq!(serde_json::to_string(&back).unwrap(), a);
+        }
     }
 
     #[test]

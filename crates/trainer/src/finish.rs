@@ -9,7 +9,7 @@ use crate::label::{self, LabelOptions};
 use crate::peers::{self, CusparseTable};
 use crate::pipeline::{self, Labelled};
 use crate::split::Side;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use selector::{Model, RuleClass};
 use std::path::{Path, PathBuf};
 use store::{ContextId, DeviceId, ModelRecord, Precision, Store};
@@ -50,6 +50,18 @@ pub struct Finish<'a> {
     pub card_extra: serde_json::Value,
     /// How the performance model is fitted.
     pub perf: selector::PerfParams,
+    /// Refit only the performance model of existing models (`None`: fit all).
+    pub refit_perf: Option<PerfRefit>,
+}
+
+/// `fit --from-db --refit-perf-of`: the trees and card of existing models are
+/// kept and only their performance model is refitted.
+pub struct PerfRefit {
+    /// Where the models to keep are.
+    pub models_dir: PathBuf,
+    /// What the card records of the refit (database, command); the new
+    /// model's fitting choice and held-out figures are added to it.
+    pub record: serde_json::Value,
 }
 
 /// What one precision produced.
@@ -72,7 +84,13 @@ impl Finish<'_> {
         labelled: &[Labelled],
     ) -> Result<Finished> {
         let (train, test) = self.split(precision, labelled)?;
-        let mut model = self.fit(&train, precision)?;
+        let (mut model, replaced) = match &self.refit_perf {
+            Some(r) => {
+                let old = self.kept_model(r, precision)?;
+                (self.refit_perf(r, old.clone(), &train)?, Some(old))
+            }
+            None => (self.fit(&train, precision)?, None),
+        };
         let t0 = std::time::Instant::now();
         let mut rows = self.evaluate(ev, &model, &test, precision).await?;
         peers::annotate(&mut rows, precision, self.copy_gbps, self.cusparse.as_ref());
@@ -92,7 +110,16 @@ impl Finish<'_> {
             model.set_perf(Some(perf));
         }
         println!("   evaluation took {:.0} s", t0.elapsed().as_secs_f64());
-        if let Some(m) = model.card.metrics.as_object_mut() {
+        if let Some(old) = &replaced {
+            // The card's held-out figures are the trees' (kept): only the
+            // performance model's are new; the one replaced is checked on the
+            // same matrices and plans, for a before/after pair.
+            let before = self.perf_before(old, &rows, &test);
+            let refit = &mut model.card.metrics["perf_refit"];
+            refit["held_out_all"] = serde_json::to_value(&all.perf)?;
+            refit["held_out_real"] = serde_json::to_value(&real.perf)?;
+            refit["held_out_all_before"] = serde_json::to_value(&before)?;
+        } else if let Some(m) = model.card.metrics.as_object_mut() {
             m.insert("test_all".into(), serde_json::to_value(&all)?);
             m.insert("test_real".into(), serde_json::to_value(&real)?);
             if let Some(o) = self.card_extra.as_object() {
@@ -147,6 +174,49 @@ impl Finish<'_> {
             &self.identity,
             selector::KernelSources::of(engine::kernels::SOURCES),
         );
+        Ok(model)
+    }
+
+    /// The model of `r.models_dir` for this device and precision.
+    fn kept_model(&self, r: &PerfRefit, precision: Precision) -> Result<Model> {
+        let path = r
+            .models_dir
+            .join(pipeline::model_file_name(&self.device, precision));
+        Model::load(&path).with_context(|| format!("loading the model to refit {}", path.display()))
+    }
+
+    /// The held-out check of the performance model `old` replaced, printed.
+    fn perf_before(
+        &self,
+        old: &Model,
+        rows: &[EvalRow],
+        test: &[&Labelled],
+    ) -> Option<crate::perf_eval::PerfSummary> {
+        let before = crate::perf_eval::evaluate(old, test, rows)?;
+        println!("   replaced {}", before.line());
+        Some(before)
+    }
+
+    /// `model` (kept from the refit's folder) with its
+    /// performance model refitted on `train`; the metrics of the one it
+    /// replaces move under `perf_refit.previous`.
+    fn refit_perf(&self, r: &PerfRefit, mut model: Model, train: &[&Labelled]) -> Result<Model> {
+        let Some((perf, fitted)) = crate::perf_fit::fit(train, self.perf, self.seed)? else {
+            bail!("no timed plans to fit a performance model on");
+        };
+        let mut record = r.record.clone();
+        record["fit"] = fitted;
+        record["replaced"] = serde_json::json!(model.perf().map(|p| (p.samples, p.params)));
+        if let Some(m) = model.card.metrics.as_object_mut() {
+            let previous: serde_json::Map<String, serde_json::Value> =
+                ["perf_fit", "perf_held_out"]
+                    .iter()
+                    .filter_map(|k| m.remove(*k).map(|v| (k.to_string(), v)))
+                    .collect();
+            record["previous"] = serde_json::Value::Object(previous);
+            m.insert("perf_refit".into(), record);
+        }
+        model.set_perf(Some(perf));
         Ok(model)
     }
 

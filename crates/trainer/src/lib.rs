@@ -14,6 +14,7 @@ pub mod first_call;
 pub mod label;
 pub mod peers;
 pub mod perf_eval;
+pub mod perf_fit;
 pub mod pipeline;
 pub mod report;
 pub mod runs;

@@ -142,6 +142,11 @@ enum Command {
         /// Default: the context of this build's kernels and engine version.
         #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
         context: Option<String>,
+        /// Keep the trees and card of this device's models in DIR and refit only
+        /// their performance model (the card's metrics record it under
+        /// `perf_refit`); the new files go to --models-dir as usual.
+        #[arg(long, value_name = "DIR")]
+        refit_perf_of: Option<PathBuf>,
     },
     /// Put the corpus (same flags as `label`) into the labelling queue of the
     /// database, for `trainer worker` processes to claim.
@@ -305,6 +310,7 @@ impl Common {
                 rate: self.perf_rate,
                 ..selector::PerfParams::default()
             },
+            refit_perf: None,
         })
     }
 
@@ -394,7 +400,24 @@ async fn main() -> Result<()> {
             from_db,
             context,
             device_name,
-        } => fit_from_db(&c, &from_db, device_name.as_deref(), context.as_deref()).await,
+            refit_perf_of,
+        } => {
+            let refit = refit_perf_of.map(|dir| trainer::finish::PerfRefit {
+                models_dir: dir,
+                record: serde_json::json!({
+                    "database": from_db,
+                    "command": std::env::args().collect::<Vec<_>>().join(" "),
+                }),
+            });
+            fit_from_db(
+                &c,
+                &from_db,
+                device_name.as_deref(),
+                context.as_deref(),
+                refit,
+            )
+            .await
+        }
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
 }
@@ -497,6 +520,7 @@ async fn fit_from_db(
     db: &str,
     device_name: Option<&str>,
     context: Option<&str>,
+    refit: Option<trainer::finish::PerfRefit>,
 ) -> Result<()> {
     let store = store::Store::connect(Some(db))
         .await
@@ -528,7 +552,7 @@ async fn fit_from_db(
         RuleClass::Gpu => "gpu",
         RuleClass::Cpu => "cpu",
     };
-    let fin = c.finish(
+    let mut fin = c.finish(
         &manifest,
         &items,
         selector::DeviceIdentity::new(&rec.name, &rec.vendor, &rec.driver, kind),
@@ -537,6 +561,7 @@ async fn fit_from_db(
         serde_json::json!({"fitted_from_database": true}),
         pipeline::device_report_dir(&rec.name),
     )?;
+    fin.refit_perf = refit;
     let mut written = 0;
     for precision in c.precisions()? {
         let Some(ctx) = pick_context(&store, dev.id, precision, context).await? else {

@@ -340,7 +340,7 @@ pub fn fit_precision_with(
         .flat_map(|l| l.samples.stage2.iter().cloned())
         .collect();
     let mut model = selector::fit(&all1, &all2, &params)?;
-    let perf = fit_perf(train, perf_params)?;
+    let perf = crate::perf_fit::fit(train, perf_params, seed)?;
     model.card.device = device.to_string();
     model.card.precision = precision.as_str().to_string();
     model.card.corpus = corpus.to_string();
@@ -368,11 +368,8 @@ pub fn fit_precision_with(
             serde_json::json!(best_score),
         );
         m.insert("train_matrices".into(), serde_json::json!(train.len()));
-        if let Some((p, secs)) = &perf {
-            m.insert(
-                "perf_fit".into(),
-                serde_json::json!({"samples": p.samples, "params": p.params, "seconds": secs}),
-            );
+        if let Some((_, fitted)) = &perf {
+            m.insert("perf_fit".into(), fitted.clone());
         }
     }
     model.set_perf(perf.map(|(p, _)| p));
@@ -390,16 +387,11 @@ struct Validation<'a> {
 impl<'a> Validation<'a> {
     /// A quarter of `train` for validation, stratified by size.
     fn split(train: &'a [&'a Labelled], seed: u64) -> Validation<'a> {
-        let strata: Vec<(String, u32)> = train
+        let nnz: Vec<usize> = train
             .iter()
-            .map(|l| {
-                (
-                    String::from("all"),
-                    size_bucket(l.labels.features.values[2] as usize),
-                )
-            })
+            .map(|l| l.labels.features.values[2] as usize)
             .collect();
-        let sides = split(&strata, 0.25, seed ^ 0xfeed);
+        let sides = crate::split::validation_sides(&nnz, seed);
         let (mut t1, mut t2) = (Vec::new(), Vec::new());
         let mut valid = Vec::new();
         for (l, s) in train.iter().zip(&sides) {
@@ -457,25 +449,6 @@ fn search_params(
     }
     let (params, score) = best.expect("at least one configuration");
     Ok((results, params, score))
-}
-
-/// Fits the performance model on the training matrices' timed plans (each
-/// scheme's best plan and each kernel alone); `None` when there are none.
-/// Returns it with the seconds the fit took.
-fn fit_perf(
-    train: &[&Labelled],
-    params: selector::PerfParams,
-) -> Result<Option<(selector::PerfModel, f64)>> {
-    let samples: Vec<selector::PerfSample> = train
-        .iter()
-        .flat_map(|l| l.samples.perf.iter().cloned())
-        .collect();
-    if samples.is_empty() {
-        return Ok(None);
-    }
-    let t = Instant::now();
-    let p = selector::fit_perf(&samples, params)?;
-    Ok(Some((p, t.elapsed().as_secs_f64())))
 }
 
 /// Evaluates `model` on labelled matrices (all timed in this run) and returns the rows.

@@ -65,6 +65,18 @@ pub fn split(strata: &[(String, u32)], test_fraction: f64, seed: u64) -> Vec<Sid
     sides
 }
 
+/// The validation quarter of the training matrices (of `nnz` nonzeros each),
+/// stratified by size: the matrices every fitting choice is judged on, so that
+/// the held-out split is never used to choose. One split for the trees and the
+/// performance model alike.
+pub fn validation_sides(nnz: &[usize], seed: u64) -> Vec<Side> {
+    let strata: Vec<(String, u32)> = nnz
+        .iter()
+        .map(|&n| (String::from("all"), size_bucket(n)))
+        .collect();
+    split(&strata, 0.25, seed ^ 0xfeed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,6 +150,8 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
         }
         assert!(csv.lines().skip(1).all(|l| l.ends_with(",stored")), "{csv}");
     }
+    same_database_same_perf_bytes(&db, &name, &m, dir.path(), &models);
+    only_the_performance_model_is_refitted(&db, &name, &m, dir.path(), &models);
     // A device name the database does not hold is refused, with the names it holds.
     let bad = trainer(&[
         "fit",
@@ -162,4 +164,127 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
     ]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains(&name));
+}
+
+/// Fits again from the same database and manifest into another folder: the
+/// performance model and its fitting record are byte for byte the same
+/// (seeded, no hash order, stable sorts). The two trees are not checked here:
+/// linfa-trees 0.8.1 may pick either of two equally good splits by `HashMap`
+/// order (see `selector::fit`), and the card carries first-call figures timed
+/// on this host; `--refit-perf-of` files are compared whole below.
+fn same_database_same_perf_bytes(db: &str, name: &str, m: &str, dir: &Path, models: &Path) {
+    let again = dir.join("models-again");
+    let (ad, rd) = (
+        again.display().to_string(),
+        dir.join("report-again").display().to_string(),
+    );
+    let out = trainer(&[
+        "fit",
+        "--from-db",
+        db,
+        "--device-name",
+        name,
+        "--manifest",
+        m,
+        "--models-dir",
+        &ad,
+        "--out",
+        &rd,
+    ]);
+    assert!(out.status.success(), "second fit --from-db failed");
+    for p in ["f32", "f64"] {
+        let file = trainer::pipeline::model_file_name(name, p.parse().unwrap());
+        let json = |d: &Path| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(d.join(&file)).unwrap()).unwrap()
+        };
+        let (a, b) = (json(models), json(&again));
+        assert!(a["perf"].is_object(), "{file} has a performance model");
+        let (pa, pb) = (a["perf"].to_string(), b["perf"].to_string());
+        assert!(
+            pa == pb,
+            "{file}: the performance model differs between two fits"
+        );
+        let record = |v: &serde_json::Value| v["card"]["metrics"]["perf_fit"].to_string();
+        assert_eq!(record(&a), record(&b), "{file}: perf_fit differs");
+    }
+}
+
+/// `--refit-perf-of` keeps the trees and the card's device and kernel hashes,
+/// replaces the performance model and records it (with the replaced one's
+/// held-out figures beside the new ones).
+fn only_the_performance_model_is_refitted(
+    db: &str,
+    name: &str,
+    m: &str,
+    dir: &Path,
+    models: &Path,
+) {
+    let refit = dir.join("models-refit");
+    let (fd, rd, kd) = (
+        refit.display().to_string(),
+        dir.join("report-refit").display().to_string(),
+        models.display().to_string(),
+    );
+    let args = vec![
+        "fit",
+        "--from-db",
+        db,
+        "--device-name",
+        name,
+        "--manifest",
+        m,
+        "--precision",
+        "f64",
+        "--refit-perf-of",
+        &kd,
+        "--models-dir",
+        &fd,
+        "--out",
+        &rd,
+        "--perf-rounds",
+        "30",
+    ];
+    let out = trainer(&args);
+    assert!(out.status.success(), "fit --refit-perf-of failed");
+    let file = trainer::pipeline::model_file_name(name, "f64".parse().unwrap());
+    // The same command on the same database again (the card records the
+    // command) writes the same file, byte for byte.
+    let first = dir.join("models-refit-first");
+    std::fs::rename(&refit, &first).unwrap();
+    assert!(trainer(&args).status.success(), "second refit failed");
+    let bytes = |d: &Path| std::fs::read(d.join(&file)).unwrap();
+    assert!(
+        bytes(&refit) == bytes(&first),
+        "two refits of the same database differ"
+    );
+    let json = |d: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(d.join(&file)).unwrap()).unwrap()
+    };
+    let (before, after) = (json(models), json(&refit));
+    for part in ["stage1", "stage2"] {
+        assert_eq!(before[part], after[part], "{part} changed");
+    }
+    for key in ["device", "kernel_sources", "hyper_parameters", "corpus"] {
+        assert_eq!(
+            before["card"][key], after["card"][key],
+            "card {key} changed"
+        );
+    }
+    assert_ne!(before["perf"], after["perf"]);
+    assert_eq!(after["perf"]["params"]["rounds"], 30);
+    let record = &after["card"]["metrics"]["perf_refit"];
+    assert_eq!(record["database"], db);
+    for key in ["fit", "held_out_all", "held_out_all_before", "command"] {
+        assert!(!record[key].is_null(), "perf_refit.{key} in {record}");
+    }
+    assert!(
+        record["held_out_all"]["top2_right_noise_aware"].is_number(),
+        "{record}"
+    );
+    assert_eq!(
+        after["card"]["metrics"]["test_all"], before["card"]["metrics"]["test_all"],
+        "the trees' held-out figures are kept"
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("replaced performance model:"), "{printed}");
 }

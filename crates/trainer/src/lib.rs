@@ -15,6 +15,7 @@ pub mod label;
 pub mod peers;
 pub mod perf_eval;
 pub mod pipeline;
+pub mod quick_fit;
 pub mod report;
 pub mod runs;
 pub mod split;

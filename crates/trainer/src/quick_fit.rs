@@ -17,7 +17,7 @@ pub const HELD_OUT_EVERY: u8 = 4;
 /// Whether `name` is on the held-out side of the quick part's split (a
 /// hash of the name, so the same matrices whatever the database holds).
 pub fn held_out(name: &str) -> bool {
-    blake3::hash(name.as_bytes()).as_bytes()[0] % HELD_OUT_EVERY == 0
+    blake3::hash(name.as_bytes()).as_bytes()[0].is_multiple_of(HELD_OUT_EVERY)
 }
 
 /// The whole-matrix single-kernel timings of every matrix of a device in a

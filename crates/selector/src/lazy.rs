@@ -88,13 +88,38 @@ impl Selector {
         ctx: &AmortiseContext,
         explain: bool,
     ) -> Amortised {
+        match self {
+            Selector::Model(m) => {
+                m.plan_lazy(features, compute, row_ptr, ncols, calls, ctx, explain)
+            }
+            Selector::Rule => {
+                let f = features.get_or_init(compute);
+                self.plan_for_calls(f, row_ptr, calls, ctx, explain)
+            }
+        }
+    }
+}
+
+impl Model {
+    /// See [`Selector::plan_lazy`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan_lazy(
+        &self,
+        features: &OnceLock<Features>,
+        compute: impl FnOnce() -> Features,
+        row_ptr: &[u32],
+        ncols: usize,
+        calls: u64,
+        ctx: &AmortiseContext,
+        explain: bool,
+    ) -> Amortised {
         let calls = calls.max(1);
         let mut weighed = None;
-        if let (Selector::Model(m), None) = (self, features.get()) {
+        if features.get().is_none() {
             let facts = Facts::of(row_ptr, ncols, ctx.value_bytes);
             let w = weigh_features(&facts, calls, ctx);
             if facts.rows > 0 && !w.pays {
-                return m.quick_plan(&facts, row_ptr, calls, ctx, w);
+                return self.quick_plan(&facts, row_ptr, calls, ctx, w);
             }
             weighed = Some(w.features_ms);
         }
@@ -103,9 +128,7 @@ impl Selector {
         a.planning.features_estimate_ms = weighed;
         a
     }
-}
 
-impl Model {
     /// The quick plan: the quick kernel over the single bin, and a planning
     /// that says why the features were not computed.
     fn quick_plan(

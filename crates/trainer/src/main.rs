@@ -148,33 +148,7 @@ enum Command {
     /// not pay) from a results database's single-kernel whole-matrix timings;
     /// stages 1 and 2, the performance part and the card's hashes stay as
     /// they are, the card's metrics record what was added.
-    FitQuick {
-        /// The model file.
-        #[arg(long)]
-        model: PathBuf,
-        /// The results database (a path, sqlite:// or postgres:// URL).
-        #[arg(long)]
-        from_db: String,
-        /// The device of that database (exact name or substring; default: the model's device).
-        #[arg(long)]
-        device_name: Option<String>,
-        /// The measurement context (as for `fit --from-db`).
-        #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
-        context: Option<String>,
-        /// CSV files whose `matrix` column names matrices to leave out of the
-        /// fit entirely (e.g. the held-out evaluations), comma separated.
-        #[arg(long, value_delimiter = ',')]
-        exclude: Vec<PathBuf>,
-        /// Where to write the model (default: over --model).
-        #[arg(long)]
-        output: Option<PathBuf>,
-        /// Most splits from the root of the quick tree to a leaf.
-        #[arg(long, default_value_t = selector::QuickParams::default().max_depth)]
-        quick_depth: usize,
-        /// Fewest training matrices in a leaf of the quick tree.
-        #[arg(long, default_value_t = selector::QuickParams::default().min_leaf)]
-        quick_min_leaf: usize,
-    },
+    FitQuick(FitQuickArgs),
     /// Put the corpus (same flags as `label`) into the labelling queue of the
     /// database, for `trainer worker` processes to claim.
     Enqueue {
@@ -427,30 +401,7 @@ async fn main() -> Result<()> {
             context,
             device_name,
         } => fit_from_db(&c, &from_db, device_name.as_deref(), context.as_deref()).await,
-        Command::FitQuick {
-            model,
-            from_db,
-            device_name,
-            context,
-            exclude,
-            output,
-            quick_depth,
-            quick_min_leaf,
-        } => {
-            fit_quick(FitQuickArgs {
-                model: &model,
-                db: &from_db,
-                device_name: device_name.as_deref(),
-                context: context.as_deref(),
-                exclude: &exclude,
-                output: output.as_ref(),
-                params: selector::QuickParams {
-                    max_depth: quick_depth,
-                    min_leaf: quick_min_leaf,
-                },
-            })
-            .await
-        }
+        Command::FitQuick(args) => fit_quick(&args).await,
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
 }
@@ -635,32 +586,49 @@ async fn pick_device(
 }
 
 /// What `trainer fit-quick` is asked.
-struct FitQuickArgs<'a> {
-    model: &'a PathBuf,
-    db: &'a str,
-    device_name: Option<&'a str>,
-    context: Option<&'a str>,
-    exclude: &'a [PathBuf],
-    output: Option<&'a PathBuf>,
-    params: selector::QuickParams,
+#[derive(Args, Clone)]
+struct FitQuickArgs {
+    /// The model file.
+    #[arg(long)]
+    model: PathBuf,
+    /// The results database (a path, sqlite:// or postgres:// URL).
+    #[arg(long)]
+    from_db: String,
+    /// The device of that database (exact name or substring; default: the model's device).
+    #[arg(long)]
+    device_name: Option<String>,
+    /// The measurement context (as for `fit --from-db`).
+    #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
+    context: Option<String>,
+    /// CSV files whose `matrix` column names matrices to leave out of the
+    /// fit entirely (e.g. the held-out evaluations), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    exclude: Vec<PathBuf>,
+    /// Where to write the model (default: over --model).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Most splits from the root of the quick tree to a leaf.
+    #[arg(long, default_value_t = selector::QuickParams::default().max_depth)]
+    quick_depth: usize,
+    /// Fewest training matrices in a leaf of the quick tree.
+    #[arg(long, default_value_t = selector::QuickParams::default().min_leaf)]
+    quick_min_leaf: usize,
 }
 
 /// `trainer fit-quick`: the quick part of a model file from a results database.
-async fn fit_quick(a: FitQuickArgs<'_>) -> Result<()> {
-    let mut model = selector::Model::load(a.model)
+async fn fit_quick(a: &FitQuickArgs) -> Result<()> {
+    let mut model = selector::Model::load(&a.model)
         .with_context(|| format!("loading model {}", a.model.display()))?;
     let precision: Precision = model.card.precision.parse().context("model precision")?;
-    let store = store::Store::connect(Some(a.db))
+    let db = a.from_db.as_str();
+    let store = store::Store::connect(Some(db))
         .await
-        .with_context(|| format!("opening the results database {}", a.db))?;
-    let wanted = a
-        .device_name
-        .unwrap_or(model.card.device.as_str())
-        .to_string();
-    let dev = pick_device(&store, a.db, Some(&wanted)).await?;
-    let ctx = pick_context(&store, dev.id, precision, a.context)
+        .with_context(|| format!("opening the results database {db}"))?;
+    let wanted = a.device_name.clone().unwrap_or(model.card.device.clone());
+    let dev = pick_device(&store, db, Some(&wanted)).await?;
+    let ctx = pick_context(&store, dev.id, precision, a.context.as_deref())
         .await?
-        .with_context(|| format!("no {precision} measurements of '{wanted}' in {}", a.db))?;
+        .with_context(|| format!("no {precision} measurements of '{wanted}' in {db}"))?;
     let hash = store
         .contexts()
         .await?
@@ -668,17 +636,21 @@ async fn fit_quick(a: FitQuickArgs<'_>) -> Result<()> {
         .find(|c| c.id == ctx)
         .map_or_else(String::new, |c| c.hash);
     let samples = trainer::quick_fit::quick_samples(&store, dev.id, ctx, precision).await?;
-    let excluded = trainer::quick_fit::names_in_csvs(a.exclude)?;
-    let db_name = std::path::Path::new(a.db)
+    let excluded = trainer::quick_fit::names_in_csvs(&a.exclude)?;
+    let db_name = std::path::Path::new(db)
         .file_name()
-        .map_or(a.db.to_string(), |n| n.to_string_lossy().into_owned());
+        .map_or(db.to_string(), |n| n.to_string_lossy().into_owned());
     let src = trainer::quick_fit::QuickSource {
         database: &db_name,
         device: &dev.record.name,
         context: &hash,
     };
-    let rec = trainer::quick_fit::fit_into(&mut model, &samples, &excluded, &src, a.params)?;
-    let out = a.output.unwrap_or(a.model);
+    let params = selector::QuickParams {
+        max_depth: a.quick_depth,
+        min_leaf: a.quick_min_leaf,
+    };
+    let rec = trainer::quick_fit::fit_into(&mut model, &samples, &excluded, &src, params)?;
+    let out = a.output.as_ref().unwrap_or(&a.model);
     model.save(out)?;
     println!("{}", serde_json::to_string_pretty(&rec)?);
     println!("quick part written to {}", out.display());

@@ -166,11 +166,8 @@ mod tests {
     use store::{MatrixRecord, MeasurementKey, NewMeasurement};
 
     /// A synthetic database: 40 matrices, short rows (serial fastest) and
-    /// long rows (vector fastest), and the quick part fitted from it.
-    #[tokio::test]
-    async fn the_fitted_quick_part_picks_the_fastest_kernel() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = dir.path().join("q.db");
+    /// long rows (vector fastest), timed over the whole matrix.
+    async fn synthetic_db(url: &std::path::Path) -> (Store, DeviceId, ContextId) {
         let store = Store::connect(Some(url.to_str().unwrap())).await.unwrap();
         let dev = store
             .upsert_device(&store::DeviceRecord {
@@ -231,6 +228,14 @@ mod tests {
                     .unwrap();
             }
         }
+        (store, dev, ctx)
+    }
+
+    /// The quick part fitted from the synthetic database.
+    #[tokio::test]
+    async fn the_fitted_quick_part_picks_the_fastest_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, dev, ctx) = synthetic_db(&dir.path().join("q.db")).await;
         let samples = quick_samples(&store, dev, ctx, Precision::F64)
             .await
             .unwrap();

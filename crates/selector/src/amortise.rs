@@ -59,6 +59,8 @@ pub struct AnalysisCosts {
     pub list_ns_per_row: f64,
     /// Per kernel launch prepared (ms).
     pub launch_ms: f64,
+    /// The feature pass, fixed part (ns): what a pass over a tiny matrix costs.
+    pub features_ns_fixed: f64,
     /// The feature pass, per row (ns).
     pub features_ns_per_row: f64,
     /// The feature pass, per nonzero read (ns).
@@ -100,9 +102,10 @@ fn synthetic_matrix(n: usize, per_row: usize) -> sparse::Csr<f64> {
     sparse::Csr::try_new(n, n + per_row, rp, ci, vec![1.0; nnz]).expect("a valid synthetic matrix")
 }
 
-/// The feature pass's cost per row and per nonzero (ns), from two synthetic
-/// matrices of the same rows and 1 and 16 nonzeros a row (best of three each).
-fn calibrate_features() -> (f64, f64) {
+/// The feature pass's fixed cost, cost per row and per nonzero (ns), from
+/// three synthetic matrices: 64 rows of 1 nonzero (the fixed part), and
+/// 2^15 rows of 1 and of 16 nonzeros a row (best of three each).
+fn calibrate_features() -> (f64, f64, f64) {
     let n = 1usize << 15;
     let best = |a: &sparse::Csr<f64>| {
         (0..3)
@@ -113,11 +116,15 @@ fn calibrate_features() -> (f64, f64) {
             })
             .fold(f64::INFINITY, f64::min)
     };
-    let (thin, thick) = (synthetic_matrix(n, 1), synthetic_matrix(n, 16));
-    let (t1, t16) = (best(&thin), best(&thick));
+    let (tiny, thin, thick) = (
+        synthetic_matrix(64, 1),
+        synthetic_matrix(n, 1),
+        synthetic_matrix(n, 16),
+    );
+    let (t0, t1, t16) = (best(&tiny), best(&thin), best(&thick));
     let per_entry = ((t16 - t1) / (15.0 * n as f64)).max(0.0);
-    let per_row = (t1 / n as f64 - per_entry).max(0.0);
-    (per_row, per_entry)
+    let per_row = ((t1 - t0) / n as f64 - per_entry).max(0.0);
+    (t0.max(0.0), per_row, per_entry)
 }
 
 /// The row lists of a binning as the engine's grouped preparation builds
@@ -152,11 +159,12 @@ impl AnalysisCosts {
             let rows = build_lists(&b);
             list_ns = list_ns.min(t.elapsed().as_secs_f64() * 1e9 / rows.max(1) as f64);
         }
-        let (features_ns_per_row, features_ns_per_entry) = calibrate_features();
+        let (features_ns_fixed, features_ns_per_row, features_ns_per_entry) = calibrate_features();
         AnalysisCosts {
             bin_ns_per_virtual_row: bin_ns,
             list_ns_per_row: list_ns,
             launch_ms: DEFAULT_LAUNCH_MS,
+            features_ns_fixed,
             features_ns_per_row,
             features_ns_per_entry,
             source: format!(
@@ -169,7 +177,10 @@ impl AnalysisCosts {
     /// The estimated cost of the feature pass over `rows` rows and `nnz`
     /// nonzeros (ms).
     pub fn features_ms(&self, rows: usize, nnz: usize) -> f64 {
-        (rows as f64 * self.features_ns_per_row + nnz as f64 * self.features_ns_per_entry) * 1e-6
+        (self.features_ns_fixed
+            + rows as f64 * self.features_ns_per_row
+            + nnz as f64 * self.features_ns_per_entry)
+            * 1e-6
     }
 
     /// The same with a measured per-launch cost.
@@ -768,6 +779,7 @@ mod tests {
                 bin_ns_per_virtual_row: 5.0,
                 list_ns_per_row: 10.0,
                 launch_ms: 0.02,
+                features_ns_fixed: 0.0,
                 features_ns_per_row: 10.0,
                 features_ns_per_entry: 2.0,
                 source: "test".into(),

@@ -224,6 +224,7 @@ mod tests {
                 bin_ns_per_virtual_row: 5.0,
                 list_ns_per_row: 10.0,
                 launch_ms: 0.02,
+                features_ns_fixed: 0.0,
                 features_ns_per_row: 20.0,
                 features_ns_per_entry: 3.0,
                 source: "test".into(),

@@ -135,6 +135,8 @@ pub struct AnalysisCostsDoc {
     list_ns_per_row: f64,
     /// Preparing one kernel launch (ms).
     launch_ms: f64,
+    /// The feature pass, fixed part (ns).
+    features_ns_fixed: f64,
     /// The feature pass, per row (ns).
     features_ns_per_row: f64,
     /// The feature pass, per nonzero (ns).

@@ -25,6 +25,7 @@
 
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision};
 use crate::model::{row_ptr_is_monotone, steps};
+use crate::quick::Facts;
 use crate::vector::{feature, stage1_vector, stage2_vector};
 use crate::{Model, Selector, STAGE1_FEATURES, STAGE2_FEATURES};
 use serde::Serialize;
@@ -58,6 +59,12 @@ pub struct AnalysisCosts {
     pub list_ns_per_row: f64,
     /// Per kernel launch prepared (ms).
     pub launch_ms: f64,
+    /// The feature pass, fixed part (ns): what a pass over a tiny matrix costs.
+    pub features_ns_fixed: f64,
+    /// The feature pass, per row (ns).
+    pub features_ns_per_row: f64,
+    /// The feature pass, per nonzero read (ns).
+    pub features_ns_per_entry: f64,
     /// How the figures were obtained.
     pub source: String,
 }
@@ -75,6 +82,49 @@ fn synthetic_row_ptr(n: usize) -> Vec<u32> {
         rp.push(acc);
     }
     rp
+}
+
+/// A synthetic square matrix of `n` rows with `per_row` nonzeros each,
+/// columns scattered (a fixed stride), for timing the feature pass.
+fn synthetic_matrix(n: usize, per_row: usize) -> sparse::Csr<f64> {
+    let rp: Vec<u32> = (0..=n).map(|i| (i * per_row) as u32).collect();
+    let mut ci = Vec::with_capacity(n * per_row);
+    for i in 0..n {
+        let mut row: Vec<u32> = (0..per_row).map(|j| ((i + j * 7919) % n) as u32).collect();
+        row.sort_unstable();
+        row.dedup();
+        while row.len() < per_row {
+            row.push(row.last().map_or(0, |c| c + 1));
+        }
+        ci.extend(row);
+    }
+    let nnz = ci.len();
+    sparse::Csr::try_new(n, n + per_row, rp, ci, vec![1.0; nnz]).expect("a valid synthetic matrix")
+}
+
+/// The feature pass's fixed cost, cost per row and per nonzero (ns), from
+/// three synthetic matrices: 64 rows of 1 nonzero (the fixed part), and
+/// 2^15 rows of 1 and of 16 nonzeros a row (best of three each).
+fn calibrate_features() -> (f64, f64, f64) {
+    let n = 1usize << 15;
+    let best = |a: &sparse::Csr<f64>| {
+        (0..3)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(Features::of(a));
+                t.elapsed().as_secs_f64() * 1e9
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (tiny, thin, thick) = (
+        synthetic_matrix(64, 1),
+        synthetic_matrix(n, 1),
+        synthetic_matrix(n, 16),
+    );
+    let (t0, t1, t16) = (best(&tiny), best(&thin), best(&thick));
+    let per_entry = ((t16 - t1) / (15.0 * n as f64)).max(0.0);
+    let per_row = ((t1 - t0) / n as f64 - per_entry).max(0.0);
+    (t0.max(0.0), per_row, per_entry)
 }
 
 /// The row lists of a binning as the engine's grouped preparation builds
@@ -109,15 +159,28 @@ impl AnalysisCosts {
             let rows = build_lists(&b);
             list_ns = list_ns.min(t.elapsed().as_secs_f64() * 1e9 / rows.max(1) as f64);
         }
+        let (features_ns_fixed, features_ns_per_row, features_ns_per_entry) = calibrate_features();
         AnalysisCosts {
             bin_ns_per_virtual_row: bin_ns,
             list_ns_per_row: list_ns,
             launch_ms: DEFAULT_LAUNCH_MS,
+            features_ns_fixed,
+            features_ns_per_row,
+            features_ns_per_entry,
             source: format!(
-                "binning and row lists timed on a synthetic row pointer of {n} rows at start; \
+                "binning, row lists and the feature pass timed on synthetic matrices at start; \
                  {DEFAULT_LAUNCH_MS} ms per launch assumed"
             ),
         }
+    }
+
+    /// The estimated cost of the feature pass over `rows` rows and `nnz`
+    /// nonzeros (ms).
+    pub fn features_ms(&self, rows: usize, nnz: usize) -> f64 {
+        (self.features_ns_fixed
+            + rows as f64 * self.features_ns_per_row
+            + nnz as f64 * self.features_ns_per_entry)
+            * 1e-6
     }
 
     /// The same with a measured per-launch cost.
@@ -125,8 +188,8 @@ impl AnalysisCosts {
         if launch_ms.is_finite() && launch_ms >= 0.0 {
             self.launch_ms = launch_ms;
             self.source = format!(
-                "binning and row lists timed on a synthetic row pointer at start; \
-                 launch cost {how}"
+                "binning, row lists and the feature pass timed on synthetic matrices at \
+                 start; launch cost {how}"
             );
         }
         self
@@ -170,11 +233,19 @@ impl AmortiseContext {
     /// The copy-bandwidth bound of one SpMV of a matrix (ms), when the
     /// bandwidth is known: its minimum bytes (DESIGN.md) at that bandwidth.
     pub fn bound_ms(&self, f: &Features) -> Option<f64> {
+        let facts = Facts {
+            rows: feature(f, "rows") as usize,
+            cols: feature(f, "cols") as usize,
+            nnz: feature(f, "nnz") as usize,
+            value_bytes: self.value_bytes,
+        };
+        self.bound_of(&facts)
+    }
+
+    /// The same from the matrix's facts alone.
+    pub fn bound_of(&self, facts: &Facts) -> Option<f64> {
         let gbps = self.copy_gbps.filter(|g| g.is_finite() && *g > 0.0)?;
-        let (m, n, z) = (feature(f, "rows"), feature(f, "cols"), feature(f, "nnz"));
-        let v = self.value_bytes as f64;
-        let bytes = (m + 1.0) * 4.0 + z * (4.0 + v) + n * v + m * v;
-        Some(bytes / (gbps * 1e9) * 1e3)
+        Some(facts.min_bytes() / (gbps * 1e9) * 1e3)
     }
 }
 
@@ -208,7 +279,9 @@ pub struct Planning {
     pub chosen: String,
     /// `perf_model` (predicted times), `bandwidth_bound` (the rule without a
     /// performance model), `calls_threshold` (neither), `single_only`
-    /// (stage 1 or the rule chose the single-bin scheme: nothing to weigh).
+    /// (stage 1 or the rule chose the single-bin scheme: nothing to weigh),
+    /// `quick` (the feature pass would not pay: one kernel from the
+    /// matrix's sizes, see [`Selector::plan_lazy`]).
     pub method: String,
     /// Why, in a sentence.
     pub reason: String,
@@ -223,6 +296,11 @@ pub struct Planning {
     pub candidates: Vec<Candidate>,
     /// The analysis cost figures used.
     pub costs: AnalysisCosts,
+    /// The feature pass's estimated cost (ms), when the planner weighed it
+    /// before computing the features ([`Selector::plan_lazy`]).
+    pub features_estimate_ms: Option<f64>,
+    /// Whether the features were computed for this plan (or already known).
+    pub features_computed: bool,
 }
 
 /// A plan with how it was chosen.
@@ -272,6 +350,8 @@ fn single_only(pred: &Prediction, who: &str, calls: u64, ctx: &AmortiseContext) 
         break_even_calls: None,
         candidates: vec![c],
         costs: ctx.costs.clone(),
+        features_estimate_ms: None,
+        features_computed: true,
     }
 }
 
@@ -284,7 +364,11 @@ impl Candidate {
     }
 }
 
-fn trivial_candidate(k: Option<KernelId>, stage2_pick: bool, ctx: &AmortiseContext) -> Candidate {
+pub(crate) fn trivial_candidate(
+    k: Option<KernelId>,
+    stage2_pick: bool,
+    ctx: &AmortiseContext,
+) -> Candidate {
     Candidate {
         name: k.map_or("single:none".into(), |k| format!("single:{}", k.name())),
         scheme: Scheme::Single.to_string(),
@@ -467,6 +551,8 @@ impl Model {
                 break_even_calls: Some(break_even),
                 candidates: vec![binned, trivial],
                 costs: ctx.costs.clone(),
+                features_estimate_ms: None,
+                features_computed: true,
             },
         }
     }
@@ -526,6 +612,8 @@ impl Model {
                 break_even_calls: None,
                 candidates: cands,
                 costs: ctx.costs.clone(),
+                features_estimate_ms: None,
+                features_computed: true,
             },
         }
     }
@@ -691,6 +779,9 @@ mod tests {
                 bin_ns_per_virtual_row: 5.0,
                 list_ns_per_row: 10.0,
                 launch_ms: 0.02,
+                features_ns_fixed: 0.0,
+                features_ns_per_row: 10.0,
+                features_ns_per_entry: 2.0,
                 source: "test".into(),
             },
             copy_gbps: gbps,
@@ -872,6 +963,9 @@ mod tests {
         for v in [c.bin_ns_per_virtual_row, c.list_ns_per_row] {
             assert!(v.is_finite() && v > 0.0, "{c:?}");
         }
+        // The feature pass reads every row and entry: it costs something.
+        assert!(c.features_ms(1 << 20, 1 << 24) > 0.0, "{c:?}");
+        assert!(c.features_ns_per_row.is_finite() && c.features_ns_per_entry.is_finite());
         // Binning reads one row pointer entry per virtual row; lists touch
         // every row: a binned plan over many rows costs more than none.
         assert!(c.analysis_ms(1 << 20, Scheme::Granularity(10), true, 2.0) > c.launch_ms);

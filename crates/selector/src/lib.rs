@@ -21,7 +21,10 @@
 //! [`Model::predict_time`] uses to predict what a plan will cost.
 //!
 //! [`Selector::plan_for_calls`] weighs the analysis a plan needs against the
-//! calls it is expected to serve (module `amortise`).
+//! calls it is expected to serve (module `amortise`); [`Selector::plan_lazy`]
+//! first weighs the feature pass itself from the matrix's sizes, and when it
+//! cannot pay plans one kernel from the model's quick part ([`QuickModel`],
+//! fitted by [`fit_quick`]) without computing features (module `lazy`).
 //!
 //! Architecture invariant: this crate knows nothing of OpenCL, HTTP or SQL; it
 //! sees matrices only through `sparse::Features` and a CSR row pointer.
@@ -33,11 +36,13 @@ mod eval;
 mod explain;
 mod fit;
 pub(crate) mod labels;
+mod lazy;
 mod matching;
 mod model;
 mod models_dir;
 mod params;
 mod perf;
+mod quick;
 mod regtree;
 mod rule;
 mod selector;
@@ -56,6 +61,7 @@ pub use eval::{
 pub use explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 pub use fit::fit;
 pub use labels::{Stage1Sample, Stage2Sample};
+pub use lazy::{weigh_features, FeatureWeighing};
 pub use linfa::ParamGuard;
 pub use matching::{match_device, Assessment, DeviceMatch, KernelSources, MatchLevel, Target};
 pub use model::{
@@ -66,6 +72,10 @@ pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_
 pub use perf::{
     fit_perf, fit_perf_form, perf_features, plan_vector, single_vector, ErrorBand, Estimate,
     PerfForm, PerfModel, PerfParams, PerfSample, TimePrediction, PERF_EXTRA,
+};
+pub use quick::{
+    fit_quick, geomean_slowdown, Facts, QuickModel, QuickNode, QuickParams, QuickSample,
+    MISSING_SLOWDOWN, QUICK_FACTS,
 };
 pub use rule::{
     rule_kernel, rule_kernel_for, rule_plan, rule_plan_for, rule_prediction, rule_prediction_for,

@@ -5,6 +5,7 @@
 use crate::device::{DeviceClass, DeviceIdentity, DeviceType};
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 use crate::perf::{PerfModel, TimePrediction};
+use crate::quick::{Facts, QuickModel};
 use crate::tree::{Hop, Tree};
 use crate::vector::spread;
 use crate::{
@@ -131,6 +132,11 @@ pub struct Model {
     /// the trainer fitted none): the model then plans but predicts no times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) perf: Option<PerfModel>,
+    /// The quick part: one kernel from the matrix's sizes alone, for plans
+    /// whose features would not pay (`None` in files written before it
+    /// existed: [`Model::quick_kernel`] then falls back to the label counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) quick: Option<QuickModel>,
 }
 
 pub(crate) fn first_difference(
@@ -161,6 +167,49 @@ impl Model {
             stage1,
             stage2,
             perf: None,
+            quick: None,
+        }
+    }
+
+    /// The quick part, when the file carries one.
+    pub fn quick(&self) -> Option<&QuickModel> {
+        self.quick.as_ref()
+    }
+
+    /// Attaches (or removes) the quick part.
+    pub fn set_quick(&mut self, quick: Option<QuickModel>) {
+        self.quick = quick;
+    }
+
+    /// The kernel for the whole matrix chosen without features, and how: the
+    /// quick part when the file has one, else the kernel most often best in
+    /// the card's stage-2 label counts (`metrics.labels.stage2.label_counts`),
+    /// else the card's first kernel.
+    pub fn quick_kernel(&self, facts: &Facts) -> (KernelId, &'static str) {
+        if let Some(q) = &self.quick {
+            return (q.kernel(facts), "the model's quick part");
+        }
+        let counts = self.card.metrics["labels"]["stage2"]["label_counts"].as_object();
+        let most = counts.and_then(|c| {
+            self.card
+                .kernels
+                .iter()
+                .map(|k| (*k, c.get(&k.name()).and_then(|v| v.as_u64()).unwrap_or(0)))
+                .filter(|(_, n)| *n > 0)
+                .fold(None, |b: Option<(KernelId, u64)>, x| match b {
+                    Some(b) if b.1 >= x.1 => Some(b),
+                    _ => Some(x),
+                })
+        });
+        match most {
+            Some((k, _)) => (
+                k,
+                "no quick part: the kernel most often best in the model's labels",
+            ),
+            None => (
+                self.card.kernels[0],
+                "no quick part and no label counts: the model's first kernel",
+            ),
         }
     }
 
@@ -222,6 +271,9 @@ impl Model {
             .map_err(|e| SelectorError::InvalidModel(format!("stage-2 tree: {e}")))?;
         if let Some(p) = &m.perf {
             p.validate()?;
+        }
+        if let Some(q) = &m.quick {
+            q.validate()?;
         }
         Ok(m)
     }

@@ -135,6 +135,12 @@ pub struct AnalysisCostsDoc {
     list_ns_per_row: f64,
     /// Preparing one kernel launch (ms).
     launch_ms: f64,
+    /// The feature pass, fixed part (ns).
+    features_ns_fixed: f64,
+    /// The feature pass, per row (ns).
+    features_ns_per_row: f64,
+    /// The feature pass, per nonzero (ns).
+    features_ns_per_entry: f64,
     /// How the figures were obtained.
     source: String,
 }
@@ -180,11 +186,19 @@ pub enum PlanningMethodDoc {
     /// Stage 1 or the rule chose the single-bin scheme: nothing to weigh.
     #[schema(rename = "single_only")]
     SingleOnly,
+    /// The feature pass could not pay back within the expected calls: one
+    /// kernel from the matrix's sizes (the model's quick part), no features.
+    #[schema(rename = "quick")]
+    Quick,
 }
 
 /// How the plan was chosen for the calls the matrix is expected to serve: the
 /// least analysis cost + expected_calls x predicted time among the model's
-/// binned plan and the single-kernel plans. Without a performance model the
+/// binned plan and the single-kernel plans. Before any of that, an inline
+/// matrix's feature pass is weighed against at most 25% of the copy-bandwidth
+/// bound saved per call; when it cannot pay, method is quick (one kernel from
+/// the matrix's sizes, stage1_scheme none, break_even_calls the calls from
+/// which features would pay). Without a performance model the
 /// binned plan is taken from break_even_calls on: its extra analysis over at
 /// most 25% of the copy-bandwidth bound of one SpMV saved per call.
 #[derive(ToSchema)]
@@ -210,6 +224,11 @@ pub struct PlanningDoc {
     candidates: Vec<CandidateDoc>,
     /// The analysis cost figures used.
     costs: AnalysisCostsDoc,
+    /// The feature pass's estimated cost (ms), when it was weighed before
+    /// computing the features (inline matrices); null otherwise.
+    features_estimate_ms: Option<f64>,
+    /// Whether the matrix's features were computed (false for `quick`).
+    features_computed: bool,
 }
 
 /// A predicted time with its band.

@@ -14,8 +14,9 @@ use selector::{
     TimePrediction,
 };
 use serde::Serialize;
-use sparse::{Binning, Features, Plan, Scheme};
+use sparse::{Binning, Csr, Features, Plan, Scheme};
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// A model file found in the models folder.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -314,14 +315,35 @@ impl Planner {
         calls: u64,
         explain: bool,
     ) -> Amortised {
-        let ctx = AmortiseContext {
-            costs: self.costs.clone(),
-            copy_gbps: self.copy_gbps,
-            value_bytes: p.bytes(),
-        };
+        let ctx = self.context(p);
         self.pair(p)
             .0
             .plan_for_calls(features, row_ptr, calls, &ctx, explain)
+    }
+
+    /// Plans `a` for precision `p` and `calls` expected calls, computing its
+    /// features (into the cell, through the function) only when the
+    /// selector's weighing says they can pay (`Selector::plan_lazy`).
+    pub fn plan_lazy(
+        &self,
+        p: Precision,
+        (cell, compute): (&OnceLock<Features>, impl FnOnce() -> Features),
+        a: &Csr<f64>,
+        calls: u64,
+        explain: bool,
+    ) -> Amortised {
+        let ctx = self.context(p);
+        self.pair(p)
+            .0
+            .plan_lazy(cell, compute, a.row_ptr(), a.ncols(), calls, &ctx, explain)
+    }
+
+    fn context(&self, p: Precision) -> AmortiseContext {
+        AmortiseContext {
+            costs: self.costs.clone(),
+            copy_gbps: self.copy_gbps,
+            value_bytes: p.bytes(),
+        }
     }
 
     /// Predicted times of `plan` (over `binning`) and of the best single kernel,

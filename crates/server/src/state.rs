@@ -22,7 +22,7 @@ use engine::{
     Timings, Values,
 };
 use sparse::{Csr, Features, Scalar};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// The device the service runs on, or why there is none.
@@ -163,8 +163,9 @@ pub struct StoredMatrix {
     pub owner: String,
     /// The matrix as parsed (values in `f64`).
     pub host: Csr<f64>,
-    /// Its features.
-    pub features: Features,
+    /// Its features, once computed: at upload, or for an inline matrix only
+    /// when the planner asks for them (see [`StoredMatrix::features`]).
+    features: OnceLock<Features>,
     /// How often it is expected to be multiplied (the planner weighs analysis
     /// against it): 1 for an inline matrix unless the client says otherwise,
     /// `--uploaded-expected-calls` or the client's figure for an upload.
@@ -175,14 +176,32 @@ pub struct StoredMatrix {
 impl StoredMatrix {
     /// Wraps a parsed matrix.
     pub fn new(id: String, owner: String, host: Csr<f64>, features: Features) -> Self {
+        let m = StoredMatrix::lazy(id, owner, host);
+        let _ = m.features.set(features);
+        m
+    }
+
+    /// Wraps a parsed matrix whose features are computed only when asked
+    /// (an inline matrix: the planner may not need them).
+    pub fn lazy(id: String, owner: String, host: Csr<f64>) -> Self {
         StoredMatrix {
             id,
             owner,
             host,
-            features,
+            features: OnceLock::new(),
             expected_calls: 1,
             ready: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Its features, computed now when they were not yet.
+    pub fn features(&self) -> &Features {
+        self.features.get_or_init(|| Features::of(&self.host))
+    }
+
+    /// Its features when they were computed.
+    pub fn features_if_computed(&self) -> Option<&Features> {
+        self.features.get()
     }
 
     /// The same, expected to be multiplied `calls` times.
@@ -746,12 +765,17 @@ impl AppState {
     }
 
     /// Plans `m` for precision `p` and the calls it is expected to serve
-    /// (blocking; features are already known, binning only when it pays).
+    /// (blocking; features computed only when they can pay, binning only
+    /// when it pays).
     pub fn plan(&self, m: &StoredMatrix, p: Precision, explain: bool) -> Planned {
-        let a = self
-            .0
-            .planner
-            .plan(p, &m.features, m.host.row_ptr(), m.expected_calls, explain);
+        let compute = || Features::of(&m.host);
+        let a = self.0.planner.plan_lazy(
+            p,
+            (&m.features, compute),
+            &m.host,
+            m.expected_calls,
+            explain,
+        );
         Planned {
             plan: a.prediction.plan,
             binning: a.prediction.binning,

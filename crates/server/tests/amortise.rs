@@ -1,7 +1,8 @@
 //! Amortisation-aware planning through the service: `expected_calls` is
 //! validated on every route that takes it, the `planning` field says which
-//! candidate was chosen and why, one call skips the binning that many calls
-//! pay for, and no request builds a kernel program (they are built at start).
+//! candidate was chosen and why, one call skips the feature pass and the
+//! binning that many calls pay for (a `quick` plan, y still right), and no
+//! request builds a kernel program (they are built at start).
 
 mod common;
 
@@ -49,6 +50,10 @@ fn test_models(device: &selector::DeviceIdentity) -> Vec<selector::Model> {
         {"kind": "leaf", "class": 1}
     ]});
     v.as_object_mut().unwrap().remove("perf");
+    // No quick part: a quick plan takes the label counts' most frequent kernel.
+    v.as_object_mut().unwrap().remove("quick");
+    v["card"]["metrics"] =
+        json!({"labels": {"stage2": {"label_counts": {"serial": 5, "vector": 1}}}});
     ["f32", "f64"]
         .iter()
         .map(|p| {
@@ -244,10 +249,28 @@ async fn inline_spmv_plans_for_its_calls_and_never_builds_a_program() {
         &["f32"]
     };
     for &p in precisions {
+        // One call: the feature pass cannot pay; a quick plan without it.
         let one = spmv_inline(&app, &a, &x, p, None).await;
         let pl = &one["planning"];
         assert_eq!(pl["expected_calls"], 1, "{pl}");
+        assert_eq!(pl["method"], "quick", "{pl}");
+        assert_eq!(pl["features_computed"], false, "{pl}");
+        assert!(pl["features_estimate_ms"].as_f64().unwrap() > 0.0, "{pl}");
+        assert_eq!(pl["chosen"], "single:serial", "{pl}");
+        assert_eq!(one["plan"]["scheme"], "single", "{one}");
+        assert_eq!(one["launches"], 1, "{one}");
+        check_with(p, &a, &x, &one);
+        let features_pay = pl["break_even_calls"].as_u64().unwrap();
+        assert!(
+            features_pay > 1,
+            "features pay at once on this device? {pl}"
+        );
+        // From then on the features are computed and binning is weighed.
+        let one = spmv_inline(&app, &a, &x, p, Some(features_pay)).await;
+        let pl = &one["planning"];
+        assert_eq!(pl["features_computed"], true, "{pl}");
         assert_eq!(pl["method"], "bandwidth_bound", "{pl}");
+        check_with(p, &a, &x, &one);
         // The device's per-launch cost was measured when it opened.
         let launch = pl["costs"]["launch_ms"].as_f64().unwrap();
         assert!(launch > 0.0 && launch < 1000.0, "{pl}");
@@ -260,14 +283,15 @@ async fn inline_spmv_plans_for_its_calls_and_never_builds_a_program() {
         );
         let be = pl["break_even_calls"].as_u64().unwrap();
         assert!(be > 1, "binning pays at once on this device? {pl}");
-        assert_eq!(pl["chosen"], "single:serial", "{pl}");
-        assert_eq!(one["plan"]["scheme"], "single", "{one}");
-        assert_eq!(pl["candidates"][0]["analysed"], false, "{pl}");
-        assert_eq!(one["launches"], 1, "{one}");
-        check_with(p, &a, &x, &one);
-        let many = spmv_inline(&app, &a, &x, p, Some(be)).await;
+        if be > features_pay {
+            assert_eq!(pl["chosen"], "single:serial", "{pl}");
+            assert_eq!(one["plan"]["scheme"], "single", "{one}");
+            assert_eq!(pl["candidates"][0]["analysed"], false, "{pl}");
+            assert_eq!(one["launches"], 1, "{one}");
+        }
+        let many = spmv_inline(&app, &a, &x, p, Some(be.max(features_pay))).await;
         let pl = &many["planning"];
-        assert_eq!(pl["expected_calls"], be, "{pl}");
+        assert_eq!(pl["expected_calls"], be.max(features_pay), "{pl}");
         assert_eq!(pl["chosen"], "model", "{pl}");
         assert_eq!(many["plan"]["scheme"], Scheme::Granularity(10).to_string());
         assert_eq!(many["launches"], 2, "{many}");

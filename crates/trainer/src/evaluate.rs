@@ -18,6 +18,9 @@ use std::time::Instant;
 /// Interleaved timing rounds per evaluated plan (the best round is kept).
 pub const EVAL_ROUNDS: usize = 3;
 
+/// Repetitions of each end-to-end single call (the median is kept).
+pub const E2E_REPS: usize = 5;
+
 /// One evaluated matrix (times in ms, kernel time from profiling events).
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalRow {
@@ -43,11 +46,26 @@ pub struct EvalRow {
     pub first_call_plan: String,
     /// Its time.
     pub first_call_ms: f64,
-    /// Its whole analysis: features, amortised planning and preparation
-    /// (preparation only when timed on the device).
+    /// Its whole analysis: features (only when the planner computed them),
+    /// planning and preparation (preparation only when timed on the device).
     pub first_call_overhead_ms: f64,
     /// Whether it is the model's own plan.
     pub first_call_same_plan: bool,
+    /// Whether the planner computed the features for it (false: a quick plan).
+    pub first_call_features: bool,
+    /// The first call as planned before the lazy planner (features always
+    /// computed, then `plan_for_calls`): its candidate name.
+    pub first_call_eager_plan: String,
+    /// Its time.
+    pub first_call_eager_ms: f64,
+    /// Its whole analysis: features, planning, preparation.
+    pub first_call_eager_overhead_ms: f64,
+    /// One whole single call of the first-call plan, from the parsed matrix
+    /// to y (planning with features when asked, upload, preparation, x, run,
+    /// y; wall clock, median; NaN when not timed on a device).
+    pub e2e_first_ms: f64,
+    /// The same for the oracle's plan given for free (upload, x, run, y).
+    pub e2e_oracle_ms: f64,
     /// The predicted plan's scheme.
     pub predicted_scheme: Scheme,
     /// The predicted plan.
@@ -114,6 +132,18 @@ impl EvalRow {
         self.oracle_ms / (self.first_call_ms + self.first_call_overhead_ms)
     }
 
+    /// The first call before the lazy planner: oracle / (its plan's time +
+    /// features + planning + preparation).
+    pub fn first_call_ratio_eager(&self) -> f64 {
+        self.oracle_ms / (self.first_call_eager_ms + self.first_call_eager_overhead_ms)
+    }
+
+    /// The single call end to end: the oracle's plan given for free over
+    /// ours, both from the parsed matrix to y.
+    pub fn first_call_ratio_end_to_end(&self) -> f64 {
+        self.e2e_oracle_ms / self.e2e_first_ms
+    }
+
     /// The time an uploaded matrix runs at once the service has tuned it: the
     /// model's plan, unless the best single kernel beats it by the server's
     /// switch margin (`server::tune`, 3%). Both times come from the same run.
@@ -156,18 +186,29 @@ pub async fn evaluate_matrix(
     let (pred, predict_ms) = first_call::timed(reps, || model.predict(&features, a.row_ptr()));
     let overhead_ms = features_ms + predict_ms;
     let ctx = setup.context(precision.bytes());
-    let (first, planning, first_plan_ms) =
+    let (eager, eager_planning, eager_plan_ms) =
         first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
+    let (first, planning, first_plan_ms) = first_call::plan_lazy_first_call(model, a, &ctx);
     let dm = lab.engine.upload_as(a, precision)?;
     let prepare_ms = first_call::prepare_ms(lab.engine, &dm, &pred.binning, &pred.plan);
     let first_prepare_ms = first_call::prepare_ms(lab.engine, &dm, &first.binning, &first.plan);
+    let eager_prepare_ms = first_call::prepare_ms(lab.engine, &dm, &eager.binning, &eager.plan);
     let (oracle_scheme, oracle_plan) = labels
         .oracle()
         .map(|(s, p)| (s, p.plan.clone()))
         .unwrap_or((Scheme::Single, Plan::single(KernelId::Serial)));
+    let e2e = first_call::end_to_end(
+        lab.engine,
+        (a, precision),
+        model,
+        &ctx,
+        &oracle_plan,
+        E2E_REPS,
+    )?;
     let mut plans: Vec<Plan> = vec![pred.plan.clone(), oracle_plan];
     plans.extend(KernelId::all().into_iter().map(Plan::single));
     plans.push(selector::rule_plan_for(class, &features, a.row_ptr()));
+    plans.push(eager.plan.clone());
     plans.push(first.plan.clone());
     let best_ms = time_plans(lab, labels, &dm, &plans).await?;
     let n = best_ms.len();
@@ -185,12 +226,19 @@ pub async fn evaluate_matrix(
         predicted_ms: best_ms[0],
         oracle: (oracle_scheme, best_ms[1]),
         singles,
-        rule_ms: best_ms[n - 2],
+        rule_ms: best_ms[n - 3],
         first_call: FirstCall {
             name: planning.chosen,
             ms: best_ms[n - 1],
-            overhead_ms: features_ms + first_plan_ms + first_prepare_ms,
+            overhead_ms: first_plan_ms + first_prepare_ms,
             same_plan: first.plan == pred.plan,
+            features: planning.features_computed,
+            eager: (
+                eager_planning.chosen,
+                best_ms[n - 2],
+                features_ms + eager_plan_ms + eager_prepare_ms,
+            ),
+            e2e,
         },
         timing: "timed",
     }))
@@ -233,10 +281,16 @@ struct FirstCall {
     name: String,
     /// Its time.
     ms: f64,
-    /// Features, planning and preparation.
+    /// Planning (features when it asked for them) and preparation.
     overhead_ms: f64,
     /// Whether it is the model's own plan.
     same_plan: bool,
+    /// Whether the features were computed.
+    features: bool,
+    /// Before the lazy planner: its plan's name, time and analysis (ms).
+    eager: (String, f64, f64),
+    /// The whole single call, ours and the oracle's.
+    e2e: first_call::EndToEnd,
 }
 
 /// What one evaluation measured of a matrix; [`assemble`] makes the row.
@@ -296,6 +350,12 @@ fn assemble(m: Measured<'_>) -> EvalRow {
         first_call_ms: m.first_call.ms,
         first_call_overhead_ms: m.first_call.overhead_ms,
         first_call_same_plan: m.first_call.same_plan,
+        first_call_features: m.first_call.features,
+        first_call_eager_plan: m.first_call.eager.0,
+        first_call_eager_ms: m.first_call.eager.1,
+        first_call_eager_overhead_ms: m.first_call.eager.2,
+        e2e_first_ms: m.first_call.e2e.ours_ms,
+        e2e_oracle_ms: m.first_call.e2e.oracle_ms,
         predicted_scheme: m.plan.scheme,
         predicted_ms: m.predicted_ms,
         oracle_scheme: m.oracle.0,
@@ -352,8 +412,9 @@ pub fn evaluate_stored(
     let pred = model.predict(&features, a.row_ptr());
     let overhead_ms = t0.elapsed().as_secs_f64() * 1e3;
     let ctx = setup.context(precision.bytes());
-    let (first, planning, first_plan_ms) =
+    let (eager, eager_planning, eager_plan_ms) =
         first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
+    let (first, planning, first_plan_ms) = first_call::plan_lazy_first_call(model, a, &ctx);
     let time_of = |plan: &Plan| -> f64 {
         if plan.kernels.is_empty() {
             return 0.0;
@@ -394,8 +455,18 @@ pub fn evaluate_stored(
         first_call: FirstCall {
             name: planning.chosen,
             ms: time_of(&first.plan),
-            overhead_ms: features_ms + first_plan_ms,
+            overhead_ms: first_plan_ms,
             same_plan: first.plan == pred.plan,
+            features: planning.features_computed,
+            eager: (
+                eager_planning.chosen,
+                time_of(&eager.plan),
+                features_ms + eager_plan_ms,
+            ),
+            e2e: first_call::EndToEnd {
+                ours_ms: f64::NAN,
+                oracle_ms: f64::NAN,
+            },
         },
         timing: "stored",
     }))
@@ -439,6 +510,17 @@ pub struct Summary {
     pub geomean_oracle_ratio_first_call_amortised: f64,
     /// Median of the first-call plan's whole analysis / its time.
     pub median_first_call_overhead_spmv_equivalents: f64,
+    /// The same before the lazy planner (features always computed):
+    /// [`EvalRow::first_call_ratio_eager`].
+    pub geomean_oracle_ratio_first_call_eager: f64,
+    /// Median of that first call's whole analysis / its time.
+    pub median_first_call_eager_overhead_spmv_equivalents: f64,
+    /// Geometric mean of the single call end to end, the oracle's plan given
+    /// for free over ours ([`EvalRow::first_call_ratio_end_to_end`]; NaN
+    /// without a device).
+    pub geomean_oracle_ratio_first_call_end_to_end: f64,
+    /// Matrices whose first call computed the features.
+    pub first_call_features_computed: usize,
     /// Median of features / predicted plan time (the part no plan avoids).
     pub median_features_spmv_equivalents: f64,
     /// Matrices whose first call ran a plan other than the model's.
@@ -531,6 +613,16 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
         median_first_call_overhead_spmv_equivalents: median(rows, |r| {
             r.first_call_overhead_ms / r.first_call_ms
         }),
+        geomean_oracle_ratio_first_call_eager: geomean(
+            rows.iter().map(|r| r.first_call_ratio_eager()),
+        ),
+        median_first_call_eager_overhead_spmv_equivalents: median(rows, |r| {
+            r.first_call_eager_overhead_ms / r.first_call_eager_ms
+        }),
+        geomean_oracle_ratio_first_call_end_to_end: geomean(
+            rows.iter().map(|r| r.first_call_ratio_end_to_end()),
+        ),
+        first_call_features_computed: rows.iter().filter(|r| r.first_call_features).count(),
         median_features_spmv_equivalents: median(rows, |r| r.features_ms / r.predicted_ms),
         first_call_changed: rows.iter().filter(|r| !r.first_call_same_plan).count(),
         stage1_accuracy: rows
@@ -650,6 +742,22 @@ struct EvalCsv<'a> {
     first_call_ms: f64,
     #[serde(serialize_with = "ms")]
     first_call_overhead_ms: f64,
+    first_call_features: bool,
+    #[serde(serialize_with = "ratio")]
+    first_call_ratio: f64,
+    first_call_eager_plan: &'a str,
+    #[serde(serialize_with = "ms")]
+    first_call_eager_ms: f64,
+    #[serde(serialize_with = "ms")]
+    first_call_eager_overhead_ms: f64,
+    #[serde(serialize_with = "ratio")]
+    first_call_eager_ratio: f64,
+    #[serde(serialize_with = "opt_ms")]
+    e2e_first_ms: f64,
+    #[serde(serialize_with = "opt_ms")]
+    e2e_oracle_ms: f64,
+    #[serde(serialize_with = "ratio")]
+    e2e_ratio: f64,
     timing: &'a str,
 }
 
@@ -683,6 +791,15 @@ impl<'a> EvalCsv<'a> {
             first_call_plan: &r.first_call_plan,
             first_call_ms: r.first_call_ms,
             first_call_overhead_ms: r.first_call_overhead_ms,
+            first_call_features: r.first_call_features,
+            first_call_ratio: r.first_call_ratio_amortised(),
+            first_call_eager_plan: &r.first_call_eager_plan,
+            first_call_eager_ms: r.first_call_eager_ms,
+            first_call_eager_overhead_ms: r.first_call_eager_overhead_ms,
+            first_call_eager_ratio: r.first_call_ratio_eager(),
+            e2e_first_ms: r.e2e_first_ms,
+            e2e_oracle_ms: r.e2e_oracle_ms,
+            e2e_ratio: r.first_call_ratio_end_to_end(),
             timing: r.timing,
         }
     }

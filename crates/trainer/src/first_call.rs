@@ -1,12 +1,16 @@
 //! The first call of a matrix never seen, planned as the service plans an
-//! inline /spmv (expected calls = 1: `selector::Selector::plan_for_calls`),
-//! with its analysis counted: features, the amortised planning (binning only
-//! when it pays) and the preparation of the chosen plan's launches on the
-//! device (row lists, CSR-Adaptive blocks, kernel objects), all timed here.
+//! inline /spmv (expected calls = 1: `selector::Model::plan_lazy`, features
+//! only when they can pay), with its analysis counted: features when
+//! computed, the amortised planning (binning only when it pays) and the
+//! preparation of the chosen plan's launches on the device (row lists,
+//! CSR-Adaptive blocks, kernel objects), all timed here; the same with the
+//! features always computed (`plan_for_calls`, as before the lazy planner);
+//! and the whole single call from the parsed matrix to y ([`end_to_end`]).
 
 use engine::{AnyMatrix, Engine, LaunchMode};
 use selector::{AmortiseContext, AnalysisCosts, Model, Planning, Prediction};
-use sparse::{Binning, Features, Plan};
+use sparse::{Binning, Csr, Features, Plan, Precision};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// What the planner knows of the device, gathered once per evaluation.
@@ -98,4 +102,97 @@ pub fn prepare_ms(engine: &Engine, dm: &AnyMatrix, binning: &Binning, plan: &Pla
     } else {
         f64::NAN
     }
+}
+
+/// The plan for one call as the service plans an inline /spmv
+/// (`Model::plan_lazy`: features only when the planner asks for them), and
+/// the host time of planning it (ms, median of [`HOST_REPS`], each from a
+/// matrix whose features are not known yet, so the features count when
+/// computed); whether they were.
+pub fn plan_lazy_first_call(
+    model: &Model,
+    a: &Csr<f64>,
+    ctx: &AmortiseContext,
+) -> (Prediction, Planning, f64) {
+    let (p, ms) = timed(HOST_REPS, || {
+        let cell = OnceLock::new();
+        model.plan_lazy(
+            &cell,
+            || Features::of(a),
+            a.row_ptr(),
+            a.ncols(),
+            1,
+            ctx,
+            false,
+        )
+    });
+    (p.prediction, p.planning, ms)
+}
+
+/// Wall times of one SpMV from the parsed matrix to y (ms, medians).
+#[derive(Debug, Clone, Copy)]
+pub struct EndToEnd {
+    /// Ours: planning for one call (features when it asks), upload,
+    /// preparation of the chosen plan, writing x, the run, reading y.
+    pub ours_ms: f64,
+    /// The oracle's plan given for free: upload, writing x, the run, reading
+    /// y (no analysis; its preparation outside the timing).
+    pub oracle_ms: f64,
+}
+
+/// [`EndToEnd`] of `a` in `p`, `reps` interleaved repetitions of each.
+pub fn end_to_end(
+    engine: &Engine,
+    (a, p): (&Csr<f64>, Precision),
+    model: &Model,
+    ctx: &AmortiseContext,
+    oracle: &Plan,
+    reps: usize,
+) -> engine::Result<EndToEnd> {
+    if oracle.kernels.is_empty() || a.nnz() == 0 {
+        return Ok(EndToEnd {
+            ours_ms: f64::NAN,
+            oracle_ms: f64::NAN,
+        });
+    }
+    let x = crate::label::test_vector(a.ncols());
+    let oracle_binning = Binning::new(a.row_ptr(), oracle.scheme);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        let cell = OnceLock::new();
+        let pl = model.plan_lazy(
+            &cell,
+            || Features::of(a),
+            a.row_ptr(),
+            a.ncols(),
+            1,
+            ctx,
+            false,
+        );
+        let dm = engine.upload_as(a, p)?;
+        let pp = engine.prepare_binned_any(
+            &dm,
+            &pl.prediction.binning,
+            &pl.prediction.plan,
+            LaunchMode::Grouped,
+        )?;
+        std::hint::black_box(engine.execute_any(&dm, &pp, &x)?);
+        ours.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let dm = engine.upload_as(a, p)?;
+        let upload_ms = t.elapsed().as_secs_f64() * 1e3;
+        let pp = engine.prepare_binned_any(&dm, &oracle_binning, oracle, LaunchMode::Grouped)?;
+        let t = Instant::now();
+        std::hint::black_box(engine.execute_any(&dm, &pp, &x)?);
+        theirs.push(upload_ms + t.elapsed().as_secs_f64() * 1e3);
+    }
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok(EndToEnd {
+        ours_ms: med(ours),
+        oracle_ms: med(theirs),
+    })
 }

@@ -16,6 +16,7 @@ pub mod peers;
 pub mod perf_eval;
 pub mod perf_fit;
 pub mod pipeline;
+pub mod quick_fit;
 pub mod report;
 pub mod runs;
 pub mod split;

@@ -148,6 +148,12 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         refit_perf_of: Option<PathBuf>,
     },
+    /// Add (or refit) only the quick part of an existing model file (one
+    /// kernel from the matrix's sizes, for first calls whose features would
+    /// not pay) from a results database's single-kernel whole-matrix timings;
+    /// stages 1 and 2, the performance part and the card's hashes stay as
+    /// they are, the card's metrics record what was added.
+    FitQuick(FitQuickArgs),
     /// Put the corpus (same flags as `label`) into the labelling queue of the
     /// database, for `trainer worker` processes to claim.
     Enqueue {
@@ -418,6 +424,7 @@ async fn main() -> Result<()> {
             )
             .await
         }
+        Command::FitQuick(args) => fit_quick(&args).await,
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
 }
@@ -525,17 +532,7 @@ async fn fit_from_db(
     let store = store::Store::connect(Some(db))
         .await
         .with_context(|| format!("opening the results database {db}"))?;
-    let devices = store.list_devices().await?;
-    let names: Vec<&str> = devices.iter().map(|d| d.record.name.as_str()).collect();
-    let dev = match device_name {
-        Some(n) => devices
-            .iter()
-            .find(|d| d.record.name == n)
-            .or_else(|| devices.iter().find(|d| d.record.name.contains(n))),
-        None if devices.len() == 1 => devices.first(),
-        None => bail!("{db} holds several devices {names:?}: choose one with --device-name"),
-    }
-    .with_context(|| format!("no device matching {device_name:?} in {db} (it holds {names:?})"))?;
+    let dev = pick_device(&store, db, device_name).await?;
     let (manifest, items) = c.corpus()?;
     let rec = &dev.record;
     let class = match c.device_class.as_deref() {
@@ -589,6 +586,99 @@ async fn fit_from_db(
             rec.name
         );
     }
+    Ok(())
+}
+
+/// The device of a results database: the one named (exact, else a
+/// substring), else its only one.
+async fn pick_device(
+    store: &store::Store,
+    db: &str,
+    device_name: Option<&str>,
+) -> Result<store::Device> {
+    let devices = store.list_devices().await?;
+    let names: Vec<&str> = devices.iter().map(|d| d.record.name.as_str()).collect();
+    let dev = match device_name {
+        Some(n) => devices
+            .iter()
+            .find(|d| d.record.name == n)
+            .or_else(|| devices.iter().find(|d| d.record.name.contains(n))),
+        None if devices.len() == 1 => devices.first(),
+        None => bail!("{db} holds several devices {names:?}: choose one with --device-name"),
+    }
+    .with_context(|| format!("no device matching {device_name:?} in {db} (it holds {names:?})"))?;
+    Ok(dev.clone())
+}
+
+/// What `trainer fit-quick` is asked.
+#[derive(Args, Clone)]
+struct FitQuickArgs {
+    /// The model file.
+    #[arg(long)]
+    model: PathBuf,
+    /// The results database (a path, sqlite:// or postgres:// URL).
+    #[arg(long)]
+    from_db: String,
+    /// The device of that database (exact name or substring; default: the model's device).
+    #[arg(long)]
+    device_name: Option<String>,
+    /// The measurement context (as for `fit --from-db`).
+    #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
+    context: Option<String>,
+    /// CSV files whose `matrix` column names matrices to leave out of the
+    /// fit entirely (e.g. the held-out evaluations), comma separated.
+    #[arg(long, value_delimiter = ',')]
+    exclude: Vec<PathBuf>,
+    /// Where to write the model (default: over --model).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Most splits from the root of the quick tree to a leaf.
+    #[arg(long, default_value_t = selector::QuickParams::default().max_depth)]
+    quick_depth: usize,
+    /// Fewest training matrices in a leaf of the quick tree.
+    #[arg(long, default_value_t = selector::QuickParams::default().min_leaf)]
+    quick_min_leaf: usize,
+}
+
+/// `trainer fit-quick`: the quick part of a model file from a results database.
+async fn fit_quick(a: &FitQuickArgs) -> Result<()> {
+    let mut model = selector::Model::load(&a.model)
+        .with_context(|| format!("loading model {}", a.model.display()))?;
+    let precision: Precision = model.card.precision.parse().context("model precision")?;
+    let db = a.from_db.as_str();
+    let store = store::Store::connect(Some(db))
+        .await
+        .with_context(|| format!("opening the results database {db}"))?;
+    let wanted = a.device_name.clone().unwrap_or(model.card.device.clone());
+    let dev = pick_device(&store, db, Some(&wanted)).await?;
+    let ctx = pick_context(&store, dev.id, precision, a.context.as_deref())
+        .await?
+        .with_context(|| format!("no {precision} measurements of '{wanted}' in {db}"))?;
+    let hash = store
+        .contexts()
+        .await?
+        .into_iter()
+        .find(|c| c.id == ctx)
+        .map_or_else(String::new, |c| c.hash);
+    let samples = trainer::quick_fit::quick_samples(&store, dev.id, ctx, precision).await?;
+    let excluded = trainer::quick_fit::names_in_csvs(&a.exclude)?;
+    let db_name = std::path::Path::new(db)
+        .file_name()
+        .map_or(db.to_string(), |n| n.to_string_lossy().into_owned());
+    let src = trainer::quick_fit::QuickSource {
+        database: &db_name,
+        device: &dev.record.name,
+        context: &hash,
+    };
+    let params = selector::QuickParams {
+        max_depth: a.quick_depth,
+        min_leaf: a.quick_min_leaf,
+    };
+    let rec = trainer::quick_fit::fit_into(&mut model, &samples, &excluded, &src, params)?;
+    let out = a.output.as_ref().unwrap_or(&a.model);
+    model.save(out)?;
+    println!("{}", serde_json::to_string_pretty(&rec)?);
+    println!("quick part written to {}", out.display());
     Ok(())
 }
 

@@ -594,6 +594,16 @@ pub fn print_summary(tag: &str, s: &Summary) {
         s.median_features_spmv_equivalents
     );
     println!(
+        "   first call through the lazy planner (features only when they pay; {} of {} computed them): kernel-only geomean {:.3}, before (features always) {:.3}, overhead median {:.2} vs {:.2} SpMV-equivalents; end to end (parsed matrix to y, oracle's plan given for free): geomean {:.3}",
+        s.first_call_features_computed,
+        s.matrices,
+        s.geomean_oracle_ratio_first_call_amortised,
+        s.geomean_oracle_ratio_first_call_eager,
+        s.median_first_call_overhead_spmv_equivalents,
+        s.median_first_call_eager_overhead_spmv_equivalents,
+        s.geomean_oracle_ratio_first_call_end_to_end
+    );
+    println!(
         "   uploaded and tuned (model plan raced against the single kernels): geomean {:.3}, worst {:.3} ({}); {} of {} switched",
         s.geomean_oracle_ratio_tuned, s.worst_oracle_ratio_tuned, s.worst_matrix_tuned, s.tuning_switched, s.matrices
     );

@@ -204,7 +204,7 @@ pub async fn get_matrix(
     Ok(Json(api::MatrixInfo {
         id: m.id.clone(),
         matrix: MatrixSummary::of(&m),
-        features: api::features(&m.features),
+        features: api::features(m.features()),
         bytes: api::MatrixBytes {
             host: m.host_bytes(),
             total: bytes,

@@ -36,7 +36,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use sparse::spmv::{compare, spmv_ref};
-use sparse::{Csr, Features, Scalar};
+use sparse::{Csr, Scalar};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -126,27 +126,31 @@ async fn parse_stored(
         let a = parse_matrix_body(&kind, &bytes, &limits)?;
         drop(bytes);
         let parse_ms = ms(t);
-        stored_from(&s, &who, a, parse_ms)
+        stored_from(&s, &who, a, parse_ms, true)
     })
     .await
 }
 
+/// The stored form of a parsed matrix, with its features computed now when
+/// `features` (uploads, /predict) or left for the planner to ask for
+/// (inline /spmv: a quick plan needs none); with the feature and hash times.
 fn stored_from(
     s: &AppState,
     who: &Principal,
     a: Csr<f64>,
     parse_ms: f64,
+    features: bool,
 ) -> Result<(StoredMatrix, [f64; 3]), ApiError> {
-    let t = Instant::now();
-    let features = Features::of(&a);
-    let features_ms = ms(t);
     let t = Instant::now();
     let id = s.matrix_id(who, &a.content_hash());
     let hash_ms = ms(t);
-    Ok((
-        StoredMatrix::new(id, who.owner().to_string(), a, features),
-        [parse_ms, features_ms, hash_ms],
-    ))
+    let m = StoredMatrix::lazy(id, who.owner().to_string(), a);
+    let t = Instant::now();
+    if features {
+        m.features();
+    }
+    let features_ms = ms(t);
+    Ok((m, [parse_ms, features_ms, hash_ms]))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -167,7 +171,9 @@ fn record(
     store::RequestRecord {
         route: route.into(),
         matrix_hash: Some(m.id.clone()),
-        features: Some(store::FeatureVector::from_features(&m.features)),
+        features: m
+            .features_if_computed()
+            .map(store::FeatureVector::from_features),
         plan: Some(planned.plan.clone()),
         precision: Some(p),
         device: s.device().name().map(str::to_string),

@@ -57,7 +57,7 @@ pub async fn predict(r: Incoming) -> Result<Response, ApiError> {
         let planned = s2.plan(&m, p, explain);
         let predicted = s2
             .planner()
-            .predict_time(p, &m.features, &planned.plan, &planned.binning);
+            .predict_time(p, m.features(), &planned.plan, &planned.binning);
         Ok((m, planned, predicted, ms(t)))
     })
     .await?;
@@ -68,7 +68,7 @@ pub async fn predict(r: Incoming) -> Result<Response, ApiError> {
     Ok(Json(api::Prediction {
         matrix: MatrixSummary::of(&m),
         precision: p,
-        features: api::features(&m.features),
+        features: api::features(m.features()),
         plan: PlanView::of(&planned.plan, &planned.binning),
         model: planned.model,
         planning: planned.planning,

@@ -8,10 +8,11 @@ use crate::config::{EngineConfig, ReductionPath, WarpShuffle};
 use crate::device::{self, DeviceInfo};
 use crate::error::{EngineError, Result};
 use crate::kernels::{DeviceScalar, KernelParams, Precision};
+use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
 use crate::prepared::{bin_rows, build_steps, LaunchInfo, LaunchMode, PreparedPlan, RowSet};
 use ocl::enums::ProfilingInfo;
-use ocl::{Buffer, Context, Device, Event, Kernel, Program, Queue};
+use ocl::{Buffer, Context, Device, Event, Program, Queue};
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -198,6 +199,12 @@ impl Engine {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&p);
         Ok(self)
+    }
+
+    /// The profiling queue every command goes to.
+    #[cfg(test)]
+    pub(crate) fn queue(&self) -> &Queue {
+        &self.queue
     }
 
     /// The device.
@@ -470,13 +477,11 @@ impl Engine {
         Ok(())
     }
 
-    fn enqueue_all(&self, steps: &[Kernel]) -> Result<Vec<Event>> {
+    fn enqueue_all(&self, steps: &[Launch]) -> Result<Vec<Event>> {
         let mut events = Vec::with_capacity(steps.len());
         for k in steps {
             let mut ev = Event::empty();
-            // SAFETY: every argument was bound at preparation to buffers that the
-            // kernel keeps alive, with sizes matching the launch geometry.
-            unsafe { k.cmd().queue(&self.queue).enew(&mut ev).enq()? };
+            k.enqueue(&self.queue, &mut ev)?;
             events.push(ev);
         }
         Ok(events)
@@ -806,12 +811,7 @@ impl Engine {
             .len(n * 4)
             .build()?;
         let wg = self.params(Precision::F32).wg_size;
-        let k = Kernel::builder()
-            .program(&prog)
-            .name("copy_float4")
-            .queue(q.clone())
-            .global_work_size(n.div_ceil(wg) * wg)
-            .local_work_size(wg)
+        let k = LaunchBuilder::new(&prog, "copy_float4", (n.div_ceil(wg) * wg, wg))
             .arg(n as u32)
             .arg(&a)
             .arg(&b)

@@ -88,6 +88,9 @@ pub struct Engine {
     cache: Option<ProgramCache>,
     counters: Counters,
     next_id: AtomicU64,
+    /// Whether the device stores values little-endian (asked once at open:
+    /// [`Engine::execute_le`] needs it on every call).
+    little_endian: bool,
 }
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
@@ -174,7 +177,12 @@ impl Engine {
         {
             *k = k.fit_local_memory(p, info.local_mem_bytes);
         }
+        let little_endian = matches!(
+            device.info(ocl::enums::DeviceInfo::EndianLittle),
+            Ok(ocl::enums::DeviceInfoResult::EndianLittle(true))
+        );
         Ok(Engine {
+            little_endian,
             info,
             device,
             context,
@@ -633,10 +641,7 @@ impl Engine {
     /// Whether the device stores values little-endian (every GPU and CPU
     /// device known; OpenCL lets a device say otherwise).
     fn device_little_endian(&self) -> bool {
-        matches!(
-            self.device.info(ocl::enums::DeviceInfo::EndianLittle),
-            Ok(ocl::enums::DeviceInfoResult::EndianLittle(true))
-        )
+        self.little_endian
     }
 
     /// The rest of one call once x's upload (`up`) is enqueued: zeroes y when

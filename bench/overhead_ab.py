@@ -158,7 +158,7 @@ def main():
             _, data, _ = s.request("POST", "/matrices", text.encode(), {"Content-Type": "text/plain"})
             doc = json.loads(data)
             ctx["ids"][s.name] = doc["id"]
-            nnz = doc.get("nnz", nnz)
+            nnz = doc.get("matrix", {}).get("nnz", nnz)
         for form in args.forms.split(","):
             figs, bad = run_form(servers, form, ctx, args)
             for s in servers:

@@ -8,10 +8,11 @@ use crate::config::{EngineConfig, ReductionPath, WarpShuffle};
 use crate::device::{self, DeviceInfo};
 use crate::error::{EngineError, Result};
 use crate::kernels::{DeviceScalar, KernelParams, Precision};
+use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
 use crate::prepared::{bin_rows, build_steps, LaunchInfo, LaunchMode, PreparedPlan, RowSet};
 use ocl::enums::ProfilingInfo;
-use ocl::{Buffer, Context, Device, Event, Kernel, Program, Queue};
+use ocl::{Buffer, Context, Device, Event, Program, Queue};
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -87,6 +88,9 @@ pub struct Engine {
     cache: Option<ProgramCache>,
     counters: Counters,
     next_id: AtomicU64,
+    /// Whether the device stores values little-endian (asked once at open:
+    /// [`Engine::execute_le`] needs it on every call).
+    little_endian: bool,
 }
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
@@ -173,7 +177,12 @@ impl Engine {
         {
             *k = k.fit_local_memory(p, info.local_mem_bytes);
         }
+        let little_endian = matches!(
+            device.info(ocl::enums::DeviceInfo::EndianLittle),
+            Ok(ocl::enums::DeviceInfoResult::EndianLittle(true))
+        );
         Ok(Engine {
+            little_endian,
             info,
             device,
             context,
@@ -198,6 +207,12 @@ impl Engine {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&p);
         Ok(self)
+    }
+
+    /// The profiling queue every command goes to.
+    #[cfg(test)]
+    pub(crate) fn queue(&self) -> &Queue {
+        &self.queue
     }
 
     /// The device.
@@ -470,13 +485,11 @@ impl Engine {
         Ok(())
     }
 
-    fn enqueue_all(&self, steps: &[Kernel]) -> Result<Vec<Event>> {
+    fn enqueue_all(&self, steps: &[Launch]) -> Result<Vec<Event>> {
         let mut events = Vec::with_capacity(steps.len());
         for k in steps {
             let mut ev = Event::empty();
-            // SAFETY: every argument was bound at preparation to buffers that the
-            // kernel keeps alive, with sizes matching the launch geometry.
-            unsafe { k.cmd().queue(&self.queue).enew(&mut ev).enq()? };
+            k.enqueue(&self.queue, &mut ev)?;
             events.push(ev);
         }
         Ok(events)
@@ -484,19 +497,24 @@ impl Engine {
 
     /// Uploads the x already in the matrix's pinned buffer; returns the upload's
     /// profiling event.
+    /// With a `gate`, the upload waits for it.
     fn upload_staged_x<T: DeviceScalar>(
         &self,
         m: &DeviceMatrix<T>,
         st: &Staging<T>,
+        gate: Option<&Gate>,
     ) -> Result<Option<Event>> {
         if m.ncols == 0 {
             return Ok(None);
         }
         let mut ev = Event::empty();
-        m.x.write(&st.x[..m.ncols])
-            .queue(&self.queue)
-            .enew(&mut ev)
-            .enq()?;
+        let cmd = m.x.write(&st.x[..m.ncols]).queue(&self.queue).enew(&mut ev);
+        match gate {
+            // SAFETY: the staging buffer is locked (`st`) until the caller has
+            // waited for the queue, which it does on every path (`run_and_read`).
+            Some(g) => unsafe { cmd.ewait(&g.0).block(false).enq()? },
+            None => cmd.enq()?,
+        }
         Ok(Some(ev))
     }
 
@@ -536,15 +554,17 @@ impl Engine {
         let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
         fill_x(&mut st.x[..m.ncols])?;
         let t0 = Instant::now();
-        let up = self.upload_staged_x(m, &st)?;
+        let gate = Gate::new(&self.context)?;
+        let up = self.upload_staged_x(m, &st, Some(&gate))?;
         let read = |ev: &mut Event| -> Result<()> {
-            m.y.read(&mut st.y[..m.nrows])
-                .queue(&self.queue)
-                .enew(ev)
-                .enq()?;
+            let cmd = m.y.read(&mut st.y[..m.nrows]).queue(&self.queue).enew(ev);
+            // SAFETY: non-blocking (a blocking read would wait for the gated
+            // upload before the gate opens); the staging buffer stays locked
+            // until `run_and_read` has waited for the queue.
+            unsafe { cmd.block(false).enq()? };
             Ok(())
         };
-        let timings = self.run_and_read(m, pp, t0, up, read, || {})?;
+        let timings = self.run_and_read(m, pp, t0, up, read, || drop(gate))?;
         Ok((read_y(&st.y[..m.nrows]), timings))
     }
 
@@ -585,6 +605,7 @@ impl Engine {
         let mut y = vec![0u8; m.nrows * T::BYTES];
         let t0 = Instant::now();
         let mut up = None;
+        let gate = Gate::new(&self.context)?;
         if m.ncols > 0 {
             let mut ev = Event::empty();
             // SAFETY: `x_le` holds exactly the buffer's `ncols * T::BYTES`
@@ -596,7 +617,7 @@ impl Engine {
                     false,
                     0,
                     x_le,
-                    None::<ocl::core::Event>,
+                    Some(&gate.0),
                     Some(&mut ev),
                 )
                 .map_err(EngineError::from)?;
@@ -620,7 +641,10 @@ impl Engine {
             }
             Ok(())
         };
-        let timings = self.run_and_read(m, pp, t0, up, read, || checked = check_x())?;
+        let timings = self.run_and_read(m, pp, t0, up, read, || {
+            drop(gate);
+            checked = check_x()
+        })?;
         checked?;
         Ok(Some((y, timings)))
     }
@@ -628,16 +652,14 @@ impl Engine {
     /// Whether the device stores values little-endian (every GPU and CPU
     /// device known; OpenCL lets a device say otherwise).
     fn device_little_endian(&self) -> bool {
-        matches!(
-            self.device.info(ocl::enums::DeviceInfo::EndianLittle),
-            Ok(ocl::enums::DeviceInfoResult::EndianLittle(true))
-        )
+        self.little_endian
     }
 
     /// The rest of one call once x's upload (`up`) is enqueued: zeroes y when
     /// the plan does not write every row, enqueues the launches, enqueues y's
     /// download with `read_y` (given the event to fill; not called for an
-    /// empty y), runs `meanwhile` on this thread while the device works,
+    /// empty y), runs `meanwhile` on this thread while the device works (the
+    /// callers' `meanwhile` first drops their [`Gate`], which starts the device),
     /// waits for the queue and returns the timings, wall time from `t0`.
     fn run_and_read<T: DeviceScalar>(
         &self,
@@ -649,18 +671,25 @@ impl Engine {
         meanwhile: impl FnOnce(),
     ) -> Result<Timings> {
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
-        if !pp.complete && m.nrows > 0 {
-            m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
-        }
-        let events = self.enqueue_all(&steps)?;
-        let mut down = None;
-        if m.nrows > 0 {
-            let mut ev = Event::empty();
-            read_y(&mut ev)?;
-            down = Some(ev);
-        }
+        let enqueued = (|| -> Result<(Vec<Event>, Option<Event>)> {
+            if !pp.complete && m.nrows > 0 {
+                m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
+            }
+            let events = self.enqueue_all(&steps)?;
+            let mut down = None;
+            if m.nrows > 0 {
+                let mut ev = Event::empty();
+                read_y(&mut ev)?;
+                down = Some(ev);
+            }
+            Ok((events, down))
+        })();
+        // Also after a failed enqueue: `meanwhile` opens the caller's gate and
+        // the queue is drained, so no command still reads x's or writes y's
+        // memory once the caller has it back.
         meanwhile();
         self.queue.finish()?;
+        let (events, down) = enqueued?;
         let wall_ns = t0.elapsed().as_nanos() as u64;
         let mut kernel_ns = 0;
         for ev in &events {
@@ -728,7 +757,7 @@ impl Engine {
         let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
         fill_x(&mut st.x[..m.ncols])?;
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
-        self.upload_staged_x(m, &st)?;
+        self.upload_staged_x(m, &st, None)?;
         for _ in 0..warmup {
             self.enqueue_all(&steps)?;
             self.queue.finish()?;
@@ -806,12 +835,7 @@ impl Engine {
             .len(n * 4)
             .build()?;
         let wg = self.params(Precision::F32).wg_size;
-        let k = Kernel::builder()
-            .program(&prog)
-            .name("copy_float4")
-            .queue(q.clone())
-            .global_work_size(n.div_ceil(wg) * wg)
-            .local_work_size(wg)
+        let k = LaunchBuilder::new(&prog, "copy_float4", (n.div_ceil(wg) * wg, wg))
             .arg(n as u32)
             .arg(&a)
             .arg(&b)
@@ -854,5 +878,28 @@ impl Engine {
     /// Bins a matrix (host side) under `scheme`: a shortcut for `Binning::new`.
     pub fn binning<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, scheme: Scheme) -> Binning {
         Binning::new(&m.row_ptr_host, scheme)
+    }
+}
+
+/// A user event the x upload of a call waits on, completed (by dropping it)
+/// once every command of the call is enqueued: the device then runs them
+/// back to back. Without it, on PoCL the upload starts at once on the
+/// device's threads, which share the host's cores, and the calling thread
+/// could wait for a core before enqueueing the kernels while the device sat
+/// idle (measured: 0.02-0.08 ms at 100K nonzeros, up to several ms at 10M,
+/// `examples/call_overhead`). Dropped on every path, so an error between the
+/// enqueues never leaves the queue blocked.
+struct Gate(ocl::core::Event);
+
+impl Gate {
+    fn new(context: &Context) -> Result<Gate> {
+        Ok(Gate(ocl::core::create_user_event(context.as_core())?))
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ =
+            ocl::core::set_user_event_status(&self.0, ocl::core::CommandExecutionStatus::Complete);
     }
 }

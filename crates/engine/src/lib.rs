@@ -26,6 +26,7 @@ pub mod device;
 pub mod engine;
 pub mod error;
 pub mod kernels;
+mod launch;
 pub mod matrix;
 pub mod prepared;
 pub mod timing;

@@ -5,9 +5,9 @@
 use crate::engine::read_only_copy;
 use crate::error::{EngineError, Result};
 use crate::kernels::{entry_point, DeviceScalar, KernelParams};
+use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::DeviceMatrix;
-use ocl::builders::KernelBuilder;
-use ocl::{Buffer, Kernel, Queue};
+use ocl::{Buffer, Queue};
 use sparse::{Binning, KernelId, Scheme};
 use std::marker::PhantomData;
 use std::sync::Mutex;
@@ -65,9 +65,9 @@ pub struct PreparedPlan<T: DeviceScalar> {
     /// Whether every row of the matrix is computed (false for single-bin timing plans).
     pub(crate) complete: bool,
     pub(crate) info: Vec<LaunchInfo>,
-    /// The kernels to enqueue, in order. `ocl::Kernel` is Send but not Sync; the
-    /// lock makes the plan shareable between threads.
-    pub(crate) steps: Mutex<Vec<Kernel>>,
+    /// The launches to enqueue, in order. An OpenCL kernel object is Send but
+    /// not Sync; the lock makes the plan shareable between threads.
+    pub(crate) steps: Mutex<Vec<Launch>>,
     pub(crate) _t: PhantomData<T>,
 }
 
@@ -267,7 +267,7 @@ pub(crate) fn build_steps<T: DeviceScalar>(
     p: &KernelParams,
     kernel: KernelId,
     rows: &RowSet,
-) -> Result<Vec<Kernel>> {
+) -> Result<Vec<Launch>> {
     if rows.len() == 0 {
         return Ok(vec![]);
     }
@@ -281,21 +281,14 @@ pub(crate) fn build_steps<T: DeviceScalar>(
     }
 }
 
-/// A kernel builder for entry point `name` of the matrix's program, with its
-/// queue and launch geometry `(global, local)`: the caller adds the arguments.
-fn launch<'b, T: DeviceScalar>(
-    queue: &Queue,
-    m: &'b DeviceMatrix<T>,
+/// A launch builder for entry point `name` of the matrix's program, with its
+/// launch geometry `(global, local)`: the caller adds the arguments.
+fn launch<T: DeviceScalar>(
+    m: &DeviceMatrix<T>,
     name: impl Into<String>,
-    (gws, lws): (usize, usize),
-) -> KernelBuilder<'b> {
-    let mut b = Kernel::builder();
-    b.program(&m.program)
-        .name(name)
-        .queue(queue.clone())
-        .global_work_size(gws)
-        .local_work_size(lws);
-    b
+    geometry: (usize, usize),
+) -> LaunchBuilder {
+    LaunchBuilder::new(&m.program, name, geometry)
 }
 
 /// The launch geometry `(global, local)` of a row kernel over `n` rows.
@@ -323,7 +316,7 @@ fn row_kernel_steps<T: DeviceScalar>(
     p: &KernelParams,
     kernel: KernelId,
     rows: &RowSet,
-) -> Result<Vec<Kernel>> {
+) -> Result<Vec<Launch>> {
     let n = rows.len();
     let (use_list, base, list) = match rows {
         RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
@@ -331,7 +324,7 @@ fn row_kernel_steps<T: DeviceScalar>(
     };
     let (gws, lws) = row_kernel_geometry(p, kernel, n)?;
     check_gws(gws / lws, &kernel.name())?;
-    let k = launch(queue, m, entry_point(kernel), (gws, lws))
+    let k = launch(m, entry_point(kernel), (gws, lws))
         .arg(n as u32)
         .arg(use_list)
         .arg(base)
@@ -351,7 +344,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
     m: &DeviceMatrix<T>,
     p: &KernelParams,
     rows: &RowSet,
-) -> Result<Vec<Kernel>> {
+) -> Result<Vec<Launch>> {
     let rb = RowBlocks::build(&m.row_ptr_host, &rows.runs(), p);
     let blocks = read_only_copy(queue, &rb.blocks)?;
     let slots = read_only_copy(queue, &rb.slots)?;
@@ -359,7 +352,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
     let partials = t_buffer::<T>(queue, nslots)?;
     check_gws(rb.num_blocks(), "csr_adaptive")?;
     let geometry = (rb.num_blocks() * p.adaptive_wg, p.adaptive_wg);
-    let mut steps = vec![launch(queue, m, "spmv_csr_adaptive", geometry)
+    let mut steps = vec![launch(m, "spmv_csr_adaptive", geometry)
         .arg(&blocks)
         .arg(&slots)
         .arg(&m.row_ptr)
@@ -375,7 +368,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
         let long_ptr = read_only_copy(queue, &rb.long_ptr)?;
         let geometry = (round_up(nl, p.wg_size), p.wg_size);
         steps.push(
-            launch(queue, m, "spmv_csr_adaptive_long_rows", geometry)
+            launch(m, "spmv_csr_adaptive_long_rows", geometry)
                 .arg(nl as u32)
                 .arg(&long_rows)
                 .arg(&long_ptr)
@@ -444,14 +437,13 @@ fn merge_rows<T: DeviceScalar>(
 /// with the eleven arguments both take first: rows, nonzeros, the row set
 /// (`use_list`, `base`, `list`, `list_ptr`), the matrix, x and y. The caller
 /// adds its own arguments and builds it.
-fn merge_pass<'b, T: DeviceScalar>(
-    queue: &Queue,
-    m: &'b DeviceMatrix<T>,
-    r: &'b MergeRows,
+fn merge_pass<T: DeviceScalar>(
+    m: &DeviceMatrix<T>,
+    r: &MergeRows,
     name: &'static str,
     geometry: (usize, usize),
-) -> KernelBuilder<'b> {
-    let mut b = launch(queue, m, name, geometry);
+) -> LaunchBuilder {
+    let mut b = launch(m, name, geometry);
     b.arg(r.n as u32)
         .arg(r.nnz as u32)
         .arg(r.use_list)
@@ -469,16 +461,15 @@ fn merge_pass<'b, T: DeviceScalar>(
 /// A merge fix-up pass (`spmv_merge_path_fixup`, `spmv_merge_tile_fixup`) with
 /// the arguments both take first: `count` carries, the row set, the carries
 /// and y. The caller adds its own arguments and builds it.
-fn merge_fixup<'b, T: DeviceScalar>(
-    queue: &Queue,
-    m: &'b DeviceMatrix<T>,
-    r: &'b MergeRows,
+fn merge_fixup<T: DeviceScalar>(
+    m: &DeviceMatrix<T>,
+    r: &MergeRows,
     name: &'static str,
     geometry: (usize, usize),
     count: usize,
-    carry: (&'b Buffer<u32>, &'b Buffer<T>),
-) -> KernelBuilder<'b> {
-    let mut b = launch(queue, m, name, geometry);
+    carry: (&Buffer<u32>, &Buffer<T>),
+) -> LaunchBuilder {
+    let mut b = launch(m, name, geometry);
     b.arg(count as u32)
         .arg(r.use_list)
         .arg(r.base)
@@ -502,7 +493,7 @@ fn merge_path_steps<T: DeviceScalar>(
     m: &DeviceMatrix<T>,
     p: &KernelParams,
     rows: &RowSet,
-) -> Result<Vec<Kernel>> {
+) -> Result<Vec<Launch>> {
     let r = merge_rows(queue, m, rows)?;
     let total = r.n as u64 + r.nnz;
     let nchunks = total.div_ceil(p.mp_items as u64) as usize;
@@ -510,22 +501,13 @@ fn merge_path_steps<T: DeviceScalar>(
     let carry_row = u32_scratch(queue, nchunks)?;
     let carry_val = t_buffer::<T>(queue, nchunks)?;
     let geometry = (round_up(nchunks, p.wg_size), p.wg_size);
-    let pass1 = merge_pass(queue, m, &r, "spmv_merge_path", geometry)
+    let pass1 = merge_pass(m, &r, "spmv_merge_path", geometry)
         .arg(nchunks as u32)
         .arg(&carry_row)
         .arg(&carry_val)
         .build()?;
     let carry = (&carry_row, &carry_val);
-    let pass2 = merge_fixup(
-        queue,
-        m,
-        &r,
-        "spmv_merge_path_fixup",
-        geometry,
-        nchunks,
-        carry,
-    )
-    .build()?;
+    let pass2 = merge_fixup(m, &r, "spmv_merge_path_fixup", geometry, nchunks, carry).build()?;
     Ok(vec![pass1, pass2])
 }
 
@@ -555,7 +537,7 @@ fn merge_tile_steps<T: DeviceScalar>(
     m: &DeviceMatrix<T>,
     p: &KernelParams,
     rows: &RowSet,
-) -> Result<Vec<Kernel>> {
+) -> Result<Vec<Launch>> {
     let r = merge_rows(queue, m, rows)?;
     let tile = p.mt_wg * p.mt_items;
     let tiles = (r.n as u64 + r.nnz).div_ceil(tile as u64) as usize;
@@ -563,7 +545,7 @@ fn merge_tile_steps<T: DeviceScalar>(
     let mut carry_row = u32_scratch(queue, tiles)?;
     let mut carry_val = t_buffer::<T>(queue, tiles)?;
     let mut steps = vec![
-        merge_pass(queue, m, &r, "spmv_merge_tile", (tiles * p.mt_wg, p.mt_wg))
+        merge_pass(m, &r, "spmv_merge_tile", (tiles * p.mt_wg, p.mt_wg))
             .arg(&carry_row)
             .arg(&carry_val)
             .build()?,
@@ -576,19 +558,11 @@ fn merge_tile_steps<T: DeviceScalar>(
         let geometry = (groups * p.mt_wg, p.mt_wg);
         let carry = (&carry_row, &carry_val);
         steps.push(
-            merge_fixup(
-                queue,
-                m,
-                &r,
-                "spmv_merge_tile_fixup",
-                geometry,
-                count,
-                carry,
-            )
-            .arg(u32::from(emit))
-            .arg(&out_row)
-            .arg(&out_val)
-            .build()?,
+            merge_fixup(m, &r, "spmv_merge_tile_fixup", geometry, count, carry)
+                .arg(u32::from(emit))
+                .arg(&out_row)
+                .arg(&out_val)
+                .build()?,
         );
         carry_row = out_row;
         carry_val = out_val;

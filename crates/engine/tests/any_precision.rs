@@ -239,3 +239,88 @@ fn mismatched_pairs_bad_x_and_overflowing_values_are_errors() {
         assert!(e.upload_finite_as(&big, Precision::F64).is_ok());
     }
 }
+
+/// Matrices of different shapes for the launch tests: short and mixed rows,
+/// a power law with long rows, a 2D stencil, one huge row (split by
+/// CSR-Adaptive, carried by the merge kernels) and a wide rectangle.
+fn several_matrices() -> Vec<(&'static str, Csr<f64>)> {
+    vec![
+        ("mixed", gen::mixed_lengths(300, 3).unwrap()),
+        ("power_law", gen::power_law(900, 6.0, 5).unwrap()),
+        ("stencil", gen::stencil_2d(23, 19).unwrap()),
+        ("huge_row", gen::one_huge_row(5000).unwrap()),
+        ("lp", gen::lp_like(120, 700, 9).unwrap()),
+    ]
+}
+
+fn x_for(n: usize, seed: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| ((i * 37 + seed * 11) % 101) as f64 / 50.0 - 1.0)
+        .collect()
+}
+
+/// Launches are made ready at preparation and enqueued as they are: every
+/// single-kernel plan of several matrices in both precisions, all prepared
+/// before any runs (so many kernel objects of the same entry point are alive
+/// at once, each with its own arguments), then run in reverse order and again
+/// with another x, equal the reference each time.
+#[test]
+fn plans_prepared_together_keep_their_own_arguments() {
+    let Some(e) = engine() else { return };
+    let mats = several_matrices();
+    let mut prepared = Vec::new();
+    for p in precisions(e) {
+        for (name, a) in &mats {
+            let m = e.upload_as(a, p).unwrap();
+            let b = e.binning_any(&m, Scheme::Single);
+            let plans: Vec<(KernelId, AnyPlan)> = KernelId::all()
+                .into_iter()
+                .map(|k| {
+                    let plan = Plan::single(k);
+                    let pp = e.prepare_binned_any(&m, &b, &plan, LaunchMode::Grouped);
+                    (k, pp.unwrap_or_else(|err| panic!("{name} {k} {p}: {err}")))
+                })
+                .collect();
+            prepared.push((name, a, p, m, plans));
+        }
+    }
+    for seed in 0..2 {
+        for (name, a, p, m, plans) in prepared.iter().rev() {
+            let x = x_for(a.ncols(), seed);
+            for (k, pp) in plans.iter().rev() {
+                let (y, _) = e.execute_any(m, pp, &x).unwrap();
+                check(a, &x, &y, *p, &format!("{name} {k} x#{seed}"));
+            }
+        }
+    }
+}
+
+/// Two threads prepare and run plans at the same time, each on its own
+/// matrices (one engine, one queue): each thread's results equal the
+/// reference, in both precisions and for every kernel.
+#[test]
+fn two_threads_prepare_and_run_at_once() {
+    let Some(e) = engine() else { return };
+    let mats = several_matrices();
+    let start = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        for t in 0..2usize {
+            let (mats, start) = (&mats, &start);
+            s.spawn(move || {
+                start.wait();
+                for round in 0..3 {
+                    for (i, (name, a)) in mats.iter().enumerate() {
+                        let p = precisions(e)[(i + t + round) % precisions(e).len()];
+                        let m = e.upload_as(a, p).unwrap();
+                        let x = x_for(a.ncols(), t + round);
+                        for k in KernelId::all() {
+                            let pp = e.prepare_any(&m, &Plan::single(k), LaunchMode::Grouped);
+                            let (y, _) = e.execute_any(&m, &pp.unwrap(), &x).unwrap();
+                            check(a, &x, &y, p, &format!("thread {t} {name} {k}"));
+                        }
+                    }
+                }
+            });
+        }
+    });
+}

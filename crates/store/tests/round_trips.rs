@@ -615,9 +615,9 @@ async fn corrupt_json_in_a_row_is_a_decode_error(db: TestDb) {
             err,
             StoreError::Decode {
                 table: "matrices",
-                column: "features",
+                ref column,
                 ..
-            }
+            } if column == "features"
         ),
         "{err:?}"
     );
@@ -635,9 +635,9 @@ async fn unknown_kernel_in_a_row_is_a_decode_error(db: TestDb) {
             err,
             StoreError::Decode {
                 table: "measurements",
-                column: "kernel",
+                ref column,
                 ..
-            }
+            } if column == "kernel"
         ),
         "{err:?}"
     );

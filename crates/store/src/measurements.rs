@@ -2,7 +2,6 @@
 //! and bin (or whole plan). These are the trainer's labels; the unique key lets a
 //! resumed trainer skip what is already timed.
 
-use crate::backend::BeginWrite;
 use crate::error::QueryContext;
 use crate::rows::{non_negative, scheme_code, uint, Stored};
 use crate::{
@@ -149,21 +148,11 @@ impl Store {
             .iter()
             .map(insert_values)
             .collect::<Result<Vec<_>, _>>()?;
-        let sql = self.sql(INSERT).0;
-        on_pool!(self, |pool| async {
-            let mut tx = pool.begin_write().await?;
-            let mut added = 0;
-            for v in &values {
-                added += insert_query!(sqlx::AssertSqlSafe(sql.clone()), v)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected() as usize;
-            }
-            tx.commit().await?;
-            Ok::<_, sqlx::Error>(added)
-        }
-        .await)
-        .op("insert_measurements")
+        let added = rows_changed_each!(self, self.sql(INSERT), &values, |sql, v| {
+            insert_query!(sql, v)
+        })
+        .op("insert_measurements")?;
+        Ok(added as usize)
     }
 
     /// Whether a measurement with this key is stored.

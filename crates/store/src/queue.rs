@@ -117,30 +117,15 @@ impl Store {
         queue: &str,
         items: &[(String, String)],
     ) -> Result<usize, StoreError> {
-        use crate::backend::BeginWrite;
-        let sql = self
-            .sql(
-                "INSERT INTO label_queue (queue, name, source) VALUES (?, ?, ?) \
-                 ON CONFLICT (queue, name) DO NOTHING",
-            )
-            .0;
-        on_pool!(self, |pool| async {
-            let mut tx = pool.begin_write().await?;
-            let mut added = 0;
-            for (name, source) in items {
-                added += sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                    .bind(queue)
-                    .bind(name)
-                    .bind(source)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected() as usize;
-            }
-            tx.commit().await?;
-            Ok::<_, sqlx::Error>(added)
-        }
-        .await)
-        .op("enqueue_labels")
+        let sql = self.sql(
+            "INSERT INTO label_queue (queue, name, source) VALUES (?, ?, ?) \
+             ON CONFLICT (queue, name) DO NOTHING",
+        );
+        let added = rows_changed_each!(self, sql, items, |sql, (name, source)| {
+            sqlx::query(sql).bind(queue).bind(name).bind(source)
+        })
+        .op("enqueue_labels")?;
+        Ok(added as usize)
     }
 
     /// Claims the first row of `queue` that is pending, or claimed with a

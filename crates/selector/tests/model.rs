@@ -138,13 +138,7 @@ fn mismatched_feature_order_is_refused() {
             .pop();
     });
     let e = Model::from_json_str(&s).unwrap_err().to_string();
-    assert!(
-        e.contains("stage-1")
-            && e.contains("position 32")
-            && e.contains("nothing")
-            && e.contains("hist_ge_65536"),
-        "{e}"
-    );
+    assert_says(&e, &["stage-1", "position 32", "nothing", "hist_ge_65536"]);
     let s = edit(m, |v| {
         v["card"]["feature_order"]["stage1"]
             .as_array_mut()
@@ -152,13 +146,7 @@ fn mismatched_feature_order_is_refused() {
             .swap(0, 1)
     });
     let e = Model::from_json_str(&s).unwrap_err().to_string();
-    assert!(
-        e.contains("position 0")
-            && e.contains("'cols'")
-            && e.contains("'rows'")
-            && e.contains("retrain"),
-        "{e}"
-    );
+    assert_says(&e, &["position 0", "'cols'", "'rows'", "retrain"]);
 }
 
 #[test]
@@ -342,4 +330,11 @@ fn stage_predictions_use_the_card_classes() {
     let b = Binning::new(a.row_ptr(), Scheme::Granularity(10));
     let k: KernelId = m.predict_kernel(&stage2_vector(&f, &b, 40));
     assert!(m.card.kernels.contains(&k));
+}
+
+/// Asserts that the message `e` names every one of `parts`.
+fn assert_says(e: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(e.contains(part), "{e:?} does not say {part:?}");
+    }
 }

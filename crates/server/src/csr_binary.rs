@@ -253,17 +253,7 @@ pub fn encode(a: &Csr<f64>, index_width: u8, value_width: u8, x: Option<&[f64]>)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn limits() -> Limits {
-        Limits {
-            max_body_bytes: 1 << 20,
-            max_decompressed_bytes: 1 << 20,
-            max_rows: 1000,
-            max_cols: 1000,
-            max_nnz: 5000,
-            body_timeout_s: 60,
-        }
-    }
+    use crate::input::tests::limits;
 
     fn small() -> Csr<f64> {
         Csr::try_new(2, 3, vec![0, 2, 3], vec![0, 2, 1], vec![1.5, -2.0, 4.0]).unwrap()

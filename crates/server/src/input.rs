@@ -746,10 +746,11 @@ fn body_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn limits() -> Limits {
+    /// Small limits for the parsers' unit tests (here and in `csr_binary`).
+    pub(crate) fn limits() -> Limits {
         Limits {
             max_body_bytes: 1 << 20,
             max_decompressed_bytes: 1 << 20,

@@ -333,32 +333,26 @@ pub struct ExplanationDoc {
     collapsed_from: Option<String>,
 }
 
-/// Query parameters of `POST /predict`.
+/// The query parameter `POST /predict` has besides [`PlanParams`].
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
-pub struct PredictParams {
+pub struct ExplainParams {
     /// Add the decision path of each tree (`explanation`).
     explain: Option<bool>,
-    /// Value precision (default f64).
+}
+
+/// Query parameters of `POST /matrices` and `POST /predict`: how the matrix
+/// is planned.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct PlanParams {
+    /// Value precision (default f64); of the device copy for an upload.
     #[param(value_type = Option<PrecisionDoc>)]
     precision: Option<String>,
     /// How often the matrix is expected to be multiplied (default: the
     /// server's --uploaded-expected-calls, 1000); 400 unless an integer >= 1.
-    #[param(minimum = 1)]
-    expected_calls: Option<u64>,
-}
-
-/// Query parameters of `POST /matrices`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct UploadParams {
-    /// Value precision of the device copy (default f64).
-    #[param(value_type = Option<PrecisionDoc>)]
-    precision: Option<String>,
-    /// How often the uploaded matrix is expected to be multiplied (default
-    /// --uploaded-expected-calls, 1000); 400 unless an integer >= 1.
     #[param(minimum = 1)]
     expected_calls: Option<u64>,
 }

@@ -165,76 +165,86 @@ pub async fn read_spmv(
     let limits = *s.limits();
     let (bytes, mut res) = read_body(body, headers, &limits, s.budget()).await?;
     let kind = body_kind(headers, &bytes)?;
-    match kind {
-        BodyKind::Json => {
+    let req = match kind {
+        BodyKind::Json | BodyKind::BinaryCsr => {
             res.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, &limits))
                 .await?;
-            let req = blocking(move || {
-                let mut doc: SpmvJson =
-                    serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
-                drop(bytes);
-                let o = Options {
-                    precision: doc.precision.as_deref().map(str::parse).transpose()?,
-                    verify: doc.verify,
-                    expected_calls: doc
-                        .expected_calls
-                        .as_ref()
-                        .map(crate::input::expected_calls_json)
-                        .transpose()?,
-                };
-                let matrix = match doc.flat_csr()? {
-                    Some(c) => Some(c.into_csr(&limits)?),
-                    None => doc.matrix.take().map(|m| m.into_csr(&limits)).transpose()?,
-                };
-                assemble(&q, matrix, doc.matrix_id, doc.x, o)
+            blocking(move || match kind {
+                BodyKind::Json => json_request(&q, bytes, &limits),
+                _ => binary_csr_request(&q, &bytes, &limits),
             })
-            .await?;
-            Ok((req, res))
+            .await?
         }
-        BodyKind::Binary => {
-            let Some(id) = q.matrix_id.clone() else {
-                return Err(ApiError::BadRequest(
-                    "an application/octet-stream body is x as little-endian values and needs \
-                     ?matrix_id=<id> of a matrix uploaded with POST /matrices"
-                        .into(),
-                ));
-            };
-            let p = q.precision.unwrap_or(Precision::DEFAULT);
-            res.set_to(3 * bytes.len() as u64).await?;
-            let x = XIn::binary(bytes, p)?;
-            let req = SpmvRequest {
-                source: Source::Id(id),
-                x,
-                precision: p,
-                verify: q.verify.unwrap_or(false),
-                expected_calls: q.expected_calls,
-            };
-            Ok((req, res))
-        }
-        BodyKind::BinaryCsr => {
-            res.set_to(bytes.len() as u64 + parse_estimate(&kind, &bytes, &limits))
-                .await?;
-            let req = blocking(move || {
-                let (a, x) = crate::csr_binary::parse(&bytes, &limits)?;
-                let x = x.ok_or_else(|| {
-                    ApiError::Unprocessable(
-                        "no x: an inline binary CSR body for /spmv carries x after the values \
-                         (set flag bit 0 of the header and append ncols values)"
-                            .into(),
-                    )
-                })?;
-                assemble(&q, Some(a), None, Some(x), Options::default())
-            })
-            .await?;
-            Ok((req, res))
-        }
+        BodyKind::Binary => binary_x_request(&q, bytes, &mut res).await?,
         BodyKind::Multipart(_) => unreachable!("multipart bodies are streamed above"),
-        BodyKind::MatrixMarket => Err(ApiError::Unprocessable(
-            "a plain Matrix Market body has no x: send JSON {\"matrix\": \"<Matrix Market>\", \"x\": [...]}, \
-             a multipart form with 'matrix' and 'x' parts, or upload with POST /matrices and send x by matrix_id"
+        BodyKind::MatrixMarket => {
+            return Err(ApiError::Unprocessable(
+                "a plain Matrix Market body has no x: send JSON {\"matrix\": \"<Matrix Market>\", \"x\": [...]}, \
+                 a multipart form with 'matrix' and 'x' parts, or upload with POST /matrices and send x by matrix_id"
+                    .into(),
+            ))
+        }
+    };
+    Ok((req, res))
+}
+
+/// An /spmv JSON body (parsed on a blocking thread).
+fn json_request(q: &Query, bytes: Bytes, limits: &Limits) -> Result<SpmvRequest, ApiError> {
+    let mut doc: SpmvJson =
+        serde_json::from_slice(&bytes).map_err(|e| ApiError::Json(e.to_string()))?;
+    drop(bytes);
+    let o = Options {
+        precision: doc.precision.as_deref().map(str::parse).transpose()?,
+        verify: doc.verify,
+        expected_calls: doc
+            .expected_calls
+            .as_ref()
+            .map(crate::input::expected_calls_json)
+            .transpose()?,
+    };
+    let matrix = match doc.flat_csr()? {
+        Some(c) => Some(c.into_csr(limits)?),
+        None => doc.matrix.take().map(|m| m.into_csr(limits)).transpose()?,
+    };
+    assemble(q, matrix, doc.matrix_id, doc.x, o)
+}
+
+/// An /spmv binary CSR body, which must carry x (parsed on a blocking thread).
+fn binary_csr_request(q: &Query, bytes: &[u8], limits: &Limits) -> Result<SpmvRequest, ApiError> {
+    let (a, x) = crate::csr_binary::parse(bytes, limits)?;
+    let x = x.ok_or_else(|| {
+        ApiError::Unprocessable(
+            "no x: an inline binary CSR body for /spmv carries x after the values \
+             (set flag bit 0 of the header and append ncols values)"
                 .into(),
-        )),
-    }
+        )
+    })?;
+    assemble(q, Some(a), None, Some(x), Options::default())
+}
+
+/// An /spmv body of binary x for the uploaded matrix `?matrix_id=`; the
+/// reservation grows to what converting x holds.
+async fn binary_x_request(
+    q: &Query,
+    bytes: Bytes,
+    res: &mut Reservation,
+) -> Result<SpmvRequest, ApiError> {
+    let Some(id) = q.matrix_id.clone() else {
+        return Err(ApiError::BadRequest(
+            "an application/octet-stream body is x as little-endian values and needs \
+             ?matrix_id=<id> of a matrix uploaded with POST /matrices"
+                .into(),
+        ));
+    };
+    let p = q.precision.unwrap_or(Precision::DEFAULT);
+    res.set_to(3 * bytes.len() as u64).await?;
+    Ok(SpmvRequest {
+        source: Source::Id(id),
+        x: XIn::binary(bytes, p)?,
+        precision: p,
+        verify: q.verify.unwrap_or(false),
+        expected_calls: q.expected_calls,
+    })
 }
 
 /// The multipart boundary, when the `Content-Type` says multipart.

@@ -92,10 +92,9 @@ async fn a_matrix_belongs_to_the_key_that_uploaded_it() {
 
 #[tokio::test]
 async fn spmv_by_another_keys_id_is_404() {
-    if !have_device("spmv_by_another_keys_id") {
+    let Some((app, _)) = device_app("spmv_by_another_keys_id", &["--api-keys", KEYS]).await else {
         return;
-    }
-    let (app, _) = test_app(&["--api-keys", KEYS]).await;
+    };
     let a = random_matrix(40, 30, 9);
     let r = send(
         &app,

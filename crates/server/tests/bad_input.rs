@@ -521,10 +521,11 @@ async fn x_of_the_wrong_length_by_id_and_nan_binary_x() {
 
 #[tokio::test]
 async fn too_big_for_the_device_is_507_with_the_sizes() {
-    if !have_device("too_big_for_the_device") {
+    let Some((app, _)) =
+        device_app("too_big_for_the_device", &["--device-memory-bytes", "1000"]).await
+    else {
         return;
-    }
-    let (app, _) = test_app(&["--device-memory-bytes", "1000"]).await;
+    };
     let a = random_matrix(100, 100, 11);
     for uri in ["/matrices", "/matrices?precision=f32"] {
         let r = send(&app, post(uri, "text/plain", mm_text(&a))).await;

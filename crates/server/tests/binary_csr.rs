@@ -48,12 +48,12 @@ async fn predict_and_upload_give_the_same_matrix_as_json() {
 
 #[tokio::test]
 async fn inline_spmv_with_an_x_section_equals_the_reference() {
-    if !have_device("inline_spmv_with_an_x_section_equals_the_reference") {
+    let Some((app, _)) =
+        device_app("inline_spmv_with_an_x_section_equals_the_reference", &[]).await
+    else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
-    let a = random_matrix(500, 400, 11);
-    let x = random_x(400, 11);
+    };
+    let (a, x) = random_problem(500, 400, 11);
     for (p, vw) in [("f64", 8u8), ("f32", 4u8)] {
         let body = encode(&a, 4, vw, Some(&x));
         let req = axum::http::Request::post(format!("/spmv?precision={p}"))

@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_simultaneous_spmv_on_several_matrices_are_all_correct() {
-    if !have_device("many_simultaneous_spmv") {
+    let Some((app, _)) = device_app("many_simultaneous_spmv", &["--queue-depth", "256"]).await
+    else {
         return;
-    }
-    let (app, _) = test_app(&["--queue-depth", "256"]).await;
+    };
     let mats: Vec<_> = (0..4)
         .map(|i| random_matrix(400 + 100 * i, 300, 100 + i as u64))
         .collect();
@@ -64,10 +64,14 @@ async fn many_simultaneous_spmv_on_several_matrices_are_all_correct() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_answers_503_with_retry_after() {
-    if !have_device("a_full_queue_answers_503") {
+    let Some((app, state)) = device_app(
+        "a_full_queue_answers_503",
+        &["--queue-depth", "1", "--retry-after", "2"],
+    )
+    .await
+    else {
         return;
-    }
-    let (app, state) = test_app(&["--queue-depth", "1", "--retry-after", "2"]).await;
+    };
     let a = random_matrix(100, 100, 20);
     let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
     assert_eq!(r.status, 201);

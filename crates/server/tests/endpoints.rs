@@ -106,12 +106,10 @@ async fn predict_explains_and_names_the_selector_in_both_precisions() {
 
 #[tokio::test]
 async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
-    if !have_device("upload_then_spmv_by_id") {
+    let Some((app, _)) = device_app("upload_then_spmv_by_id", &[]).await else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
-    let a = random_matrix(500, 400, 3);
-    let x = random_x(400, 3);
+    };
+    let (a, x) = random_problem(500, 400, 3);
     for p in PRECISIONS {
         let r = send(
             &app,
@@ -185,10 +183,9 @@ async fn upload_then_spmv_by_id_in_both_precisions_json_and_binary() {
 /// finite x repeated gives the same bytes of y each time.
 #[tokio::test]
 async fn binary_x_on_the_device_is_checked_and_y_is_stable() {
-    if !have_device("binary_x_on_the_device") {
+    let Some((app, _)) = device_app("binary_x_on_the_device", &[]).await else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
+    };
     let a = random_matrix(40, 5000, 12);
     let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -233,12 +230,10 @@ async fn binary_x_on_the_device_is_checked_and_y_is_stable() {
 
 #[tokio::test]
 async fn spmv_inline_json_text_json_csr_and_multipart() {
-    if !have_device("spmv_inline") {
+    let Some((app, _)) = device_app("spmv_inline", &[]).await else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
-    let a = random_matrix(200, 150, 4);
-    let x = random_x(150, 4);
+    };
+    let (a, x) = random_problem(200, 150, 4);
     for p in PRECISIONS {
         // JSON with Matrix Market text.
         let body = json!({"matrix": mm_text(&a), "x": x, "precision": p});
@@ -297,10 +292,9 @@ async fn spmv_inline_json_text_json_csr_and_multipart() {
 
 #[tokio::test]
 async fn spmv_with_csr_fields_at_the_top_level_as_in_the_readme() {
-    if !have_device("spmv_with_csr_fields_at_the_top_level") {
+    let Some((app, _)) = device_app("spmv_with_csr_fields_at_the_top_level", &[]).await else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
+    };
     let body = r#"{"nrows":2,"ncols":2,"row_ptr":[0,1,2],"col_idx":[0,1],"values":[2,3],"x":[1,1],"verify":true}"#;
     let r = send(&app, post("/spmv", "application/json", body)).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -318,10 +312,9 @@ async fn spmv_with_csr_fields_at_the_top_level_as_in_the_readme() {
 
 #[tokio::test]
 async fn awkward_matrices_multiply_correctly() {
-    if !have_device("awkward_matrices") {
+    let Some((app, _)) = device_app("awkward_matrices", &[]).await else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
+    };
     let cases: Vec<(&str, sparse::Csr<f64>)> = vec![
         ("1x1", sparse::Csr::identity(1).unwrap()),
         ("all rows empty", sparse::gen::all_rows_empty(50).unwrap()),
@@ -808,13 +801,11 @@ async fn answers_without_a_device_match_the_document() {
 
 #[tokio::test]
 async fn answers_with_a_device_match_the_document() {
-    if !have_device("answers_with_a_device_match_the_document") {
+    let Some((app, _)) = device_app("answers_with_a_device_match_the_document", &[]).await else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
+    };
     let spec = Spec::fetch(&app).await;
-    let a = random_matrix(120, 90, 22);
-    let x = random_x(90, 22);
+    let (a, x) = random_problem(120, 90, 22);
     for uri in ["/readyz", "/device"] {
         assert_eq!(
             exchange(&app, &spec, uri, get(uri)).await.status,
@@ -892,12 +883,11 @@ async fn answers_with_a_device_match_the_document() {
 
 #[tokio::test]
 async fn served_requests_reach_the_results_database() {
-    if !have_device("served_requests_reach_the_results_database") {
+    let Some((app, state)) = device_app("served_requests_reach_the_results_database", &[]).await
+    else {
         return;
-    }
-    let (app, state) = test_app(&[]).await;
-    let a = random_matrix(80, 80, 10);
-    let x = random_x(80, 10);
+    };
+    let (a, x) = random_problem(80, 80, 10);
     send(&app, post("/predict", "text/plain", mm_text(&a))).await;
     let body = json!({"matrix": mm_text(&a), "x": x, "precision": "f32"});
     let r = send(&app, post("/spmv", "application/json", body.to_string())).await;

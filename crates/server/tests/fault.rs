@@ -69,8 +69,7 @@ async fn a_device_fault_rebuilds_the_engine_and_the_next_request_works() {
         .unwrap();
     let first = std::sync::Arc::downgrade(dev.engine.as_ref().expect("a device"));
     let (app, state) = test_app_with(&["--rebuild-backoff-ms", "1500"], dev).await;
-    let a = random_matrix(400, 300, 40);
-    let x = random_x(300, 4);
+    let (a, x) = random_problem(400, 300, 40);
     let id = upload(&app, &a).await;
     let body = json!({"matrix_id": id, "x": x, "precision": "f64"}).to_string();
     let r = send(&app, post("/spmv", "application/json", body.clone())).await;
@@ -136,13 +135,11 @@ async fn a_device_fault_rebuilds_the_engine_and_the_next_request_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_that_cannot_be_reopened_is_down_until_a_later_request_retries() {
-    if !have_device("a_device_that_cannot_be_reopened") {
-        return;
-    }
     let flags = ["--rebuild-attempts", "2", "--rebuild-backoff-ms", "100"];
-    let (app, state) = test_app(&flags).await;
-    let a = random_matrix(120, 120, 41);
-    let x = random_x(120, 5);
+    let Some((app, state)) = device_app("a_device_that_cannot_be_reopened", &flags).await else {
+        return;
+    };
+    let (a, x) = random_problem(120, 120, 41);
     let id = upload(&app, &a).await;
     let body = json!({"matrix_id": id, "x": x}).to_string();
 
@@ -183,12 +180,15 @@ async fn a_device_that_cannot_be_reopened_is_down_until_a_later_request_retries(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_device_job_queued_past_its_deadline_is_dropped_and_its_memory_released() {
-    if !have_device("a_device_job_queued_past_its_deadline") {
+    let Some((app, state)) = device_app(
+        "a_device_job_queued_past_its_deadline",
+        &["--request-timeout-s", "1"],
+    )
+    .await
+    else {
         return;
-    }
-    let (app, state) = test_app(&["--request-timeout-s", "1"]).await;
-    let a = random_matrix(200, 200, 42);
-    let x = random_x(200, 6);
+    };
+    let (a, x) = random_problem(200, 200, 42);
     let id = upload(&app, &a).await;
     let body = json!({"matrix_id": id, "x": x}).to_string();
 
@@ -232,12 +232,10 @@ async fn a_device_job_queued_past_its_deadline_is_dropped_and_its_memory_release
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_queued_behind_a_fault_is_run_on_the_rebuilt_engine() {
-    if !have_device("a_request_queued_behind_a_fault") {
+    let Some((app, state)) = device_app("a_request_queued_behind_a_fault", &[]).await else {
         return;
-    }
-    let (app, state) = test_app(&[]).await;
-    let a = random_matrix(250, 250, 43);
-    let x = random_x(250, 7);
+    };
+    let (a, x) = random_problem(250, 250, 43);
     let id = upload(&app, &a).await;
     let body = json!({"matrix_id": id, "x": x}).to_string();
 

@@ -65,10 +65,9 @@ async fn counters_histograms_and_gauges_parse() {
 
 #[tokio::test]
 async fn spmv_feeds_the_queue_wait_and_kernel_histograms() {
-    if !have_device("spmv_feeds_the_histograms") {
+    let Some((app, _)) = device_app("spmv_feeds_the_histograms", &[]).await else {
         return;
-    }
-    let (app, _) = test_app(&[]).await;
+    };
     let body =
         r#"{"nrows":2,"ncols":2,"row_ptr":[0,1,2],"col_idx":[0,1],"values":[2,3],"x":[1,1]}"#;
     for _ in 0..2 {

@@ -57,8 +57,7 @@ async fn spmv_on_a_same_class_cpu_reports_the_model_in_json_and_headers() {
     // The real device runs the plan; models are matched as if it were the Xeon.
     let planner = Planner::load(&models_dir(), Some(&xeon()));
     let (app, _) = app_with_planner(config(&[]), device(), planner).await;
-    let a = random_matrix(300, 200, 22);
-    let x = random_x(200, 22);
+    let (a, x) = random_problem(300, 200, 22);
     for p in PRECISIONS {
         let body = json!({"matrix": csr_json(&a), "x": x, "precision": p});
         let r = send(&app, post("/spmv", "application/json", body.to_string())).await;

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn readyz_probes_the_device_and_keeps_the_outcome_briefly() {
-    if !have_device("readyz_probes_the_device") {
+    let Some((app, state)) = device_app("readyz_probes_the_device", &[]).await else {
         return;
-    }
-    let (app, state) = test_app(&[]).await;
+    };
     let r = send(&app, get("/readyz")).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let v = r.json();
@@ -40,10 +39,9 @@ async fn readyz_is_503_without_a_device_while_healthz_is_200() {
 
 #[tokio::test]
 async fn readyz_is_503_when_the_device_queue_is_full() {
-    if !have_device("readyz_queue_full") {
+    let Some((app, state)) = device_app("readyz_queue_full", &["--queue-depth", "1"]).await else {
         return;
-    }
-    let (app, state) = test_app(&["--queue-depth", "1"]).await;
+    };
     let (release, busy) = hold_worker(&state).await;
     let r = send(&app, get("/readyz")).await;
     assert_eq!(r.status, 503);

@@ -28,13 +28,12 @@ fn ms(c: &Value) -> Option<f64> {
 
 #[tokio::test]
 async fn an_uploaded_matrix_keeps_the_fastest_of_the_model_plan_and_every_single_kernel() {
-    if !have_device("tuning_keeps_the_fastest") {
-        return;
-    }
     // A generous budget so that every candidate is timed.
-    let (app, _) = test_app(&["--tune-budget-ms", "60000"]).await;
-    let a = random_matrix(3000, 2500, 11);
-    let x = random_x(2500, 11);
+    let flags = ["--tune-budget-ms", "60000"];
+    let Some((app, _)) = device_app("tuning_keeps_the_fastest", &flags).await else {
+        return;
+    };
+    let (a, x) = random_problem(3000, 2500, 11);
     for p in ["f32", "f64"] {
         let v = upload(&app, &a, p).await;
         let t = &v["tuning"];
@@ -86,12 +85,10 @@ async fn an_uploaded_matrix_keeps_the_fastest_of_the_model_plan_and_every_single
 
 #[tokio::test]
 async fn inline_requests_and_a_disabled_race_are_not_tuned() {
-    if !have_device("tuning_inline_and_off") {
+    let Some((app, _)) = device_app("tuning_inline_and_off", &[]).await else {
         return;
-    }
-    let a = random_matrix(400, 300, 5);
-    let x = random_x(300, 5);
-    let (app, _) = test_app(&[]).await;
+    };
+    let (a, x) = random_problem(400, 300, 5);
     let body = json!({"matrix": mm_text(&a), "x": x, "precision": "f64"});
     let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
@@ -105,10 +102,9 @@ async fn inline_requests_and_a_disabled_race_are_not_tuned() {
 
 #[tokio::test]
 async fn a_zero_budget_times_the_model_plan_only_and_keeps_it() {
-    if !have_device("tuning_zero_budget") {
+    let Some((app, _)) = device_app("tuning_zero_budget", &["--tune-budget-ms", "0"]).await else {
         return;
-    }
-    let (app, _) = test_app(&["--tune-budget-ms", "0"]).await;
+    };
     let a = random_matrix(800, 800, 9);
     let v = upload(&app, &a, "f32").await;
     let t = &v["tuning"];

@@ -130,6 +130,28 @@ macro_rules! rows_changed {
     };
 }
 
+/// Runs one statement that changes rows once per item of `$items`, all in one
+/// write transaction (after a crash, all of them or none), and gives how many
+/// rows changed in all. `$sql` is the statement in this backend's form
+/// ([`Store::sql`]); `$query` builds it from `$text` (that statement) with the
+/// arguments of `$item` bound.
+macro_rules! rows_changed_each {
+    ($store:expr, $sql:expr, $items:expr, |$text:ident, $item:pat_param| $query:expr) => {{
+        let sql: String = $sql.0;
+        on_pool!($store, |pool| async {
+            let mut tx = $crate::backend::BeginWrite::begin_write(pool).await?;
+            let mut changed = 0;
+            for $item in $items {
+                let $text = sqlx::AssertSqlSafe(sql.clone());
+                changed += $query.execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(changed)
+        }
+        .await)
+    }};
+}
+
 /// Starting a transaction that writes.
 pub(crate) trait BeginWrite {
     /// The database of the transaction.
@@ -219,25 +241,40 @@ const POSTGRES_CONNECT_ATTEMPTS: u32 = 10;
 
 /// Opens a pool on the PostgreSQL database at `url`.
 pub(crate) async fn connect_postgres(url: &str, shown: &str) -> Result<PgPool, StoreError> {
-    let mut attempt = 1;
-    loop {
-        match PgPoolOptions::new()
+    let refused = |e: &sqlx::Error| matches!(e, sqlx::Error::Io(_));
+    retrying(POSTGRES_CONNECT_ATTEMPTS, 100, refused, || {
+        PgPoolOptions::new()
             .max_connections(POSTGRES_MAX_CONNECTIONS)
             .acquire_timeout(crate::BUSY_TIMEOUT)
             .connect(url)
-            .await
-        {
-            Ok(pool) => return Ok(pool),
-            Err(sqlx::Error::Io(_)) if attempt < POSTGRES_CONNECT_ATTEMPTS => {
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
-                attempt += 1;
+    })
+    .await
+    .map_err(|source| StoreError::Connect {
+        location: shown.to_string(),
+        source,
+    })
+}
+
+/// Runs `attempt` up to `attempts` times while it fails with an error that
+/// `transient` accepts, waiting `step_ms` times the number of tries so far
+/// after each; gives the first success or the last error.
+pub(crate) async fn retrying<T, E, F>(
+    attempts: u32,
+    step_ms: u64,
+    transient: impl Fn(&E) -> bool,
+    mut attempt: impl FnMut() -> F,
+) -> Result<T, E>
+where
+    F: std::future::Future<Output = Result<T, E>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(e) if transient(&e) && tries < attempts => {
+                tokio::time::sleep(Duration::from_millis(step_ms * u64::from(tries))).await;
+                tries += 1;
             }
-            Err(source) => {
-                return Err(StoreError::Connect {
-                    location: shown.to_string(),
-                    source,
-                })
-            }
+            outcome => return outcome,
         }
     }
 }

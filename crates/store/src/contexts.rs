@@ -51,15 +51,10 @@ impl Store {
         let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM measurement_contexts WHERE hash LIKE ? LIMIT 2"
         ));
-        let rows = run_query!(
-            self,
-            sqlx::query_as::<_, ContextRow>(sql),
-            [&pattern],
-            fetch_all
-        )
-        .op("context_by_hash")?;
-        Ok(match <[ContextRow; 1]>::try_from(rows) {
-            Ok([row]) => Some(row.into()),
+        let rows = run_query!(self, sqlx::query_as(sql), [&pattern], fetch_all)
+            .read("measurement_contexts", "context_by_hash")?;
+        Ok(match <[StoredContext; 1]>::try_from(rows) {
+            Ok([row]) => Some(row),
             Err(_) => None,
         })
     }
@@ -97,32 +92,7 @@ impl Store {
         let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM measurement_contexts ORDER BY id"
         ));
-        let rows =
-            run_query!(self, sqlx::query_as::<_, ContextRow>(sql), [], fetch_all).op("contexts")?;
-        Ok(rows.into_iter().map(StoredContext::from).collect())
-    }
-}
-
-/// A `measurement_contexts` row (`COLUMNS`).
-#[derive(sqlx::FromRow)]
-struct ContextRow {
-    id: i64,
-    hash: String,
-    kernel_sources_hash: String,
-    build_options: String,
-    engine_version: String,
-}
-
-impl From<ContextRow> for StoredContext {
-    fn from(r: ContextRow) -> StoredContext {
-        StoredContext {
-            id: ContextId(r.id),
-            hash: r.hash,
-            context: MeasurementContext {
-                kernel_sources_hash: r.kernel_sources_hash,
-                build_options: r.build_options,
-                engine_version: r.engine_version,
-            },
-        }
+        run_query!(self, sqlx::query_as(sql), [], fetch_all)
+            .read("measurement_contexts", "contexts")
     }
 }

@@ -1,7 +1,7 @@
 //! The `devices` table: the compute devices measurements were taken on.
 
 use crate::error::QueryContext;
-use crate::rows::{int, non_negative, uint};
+use crate::rows::{int, non_negative};
 use crate::{Device, DeviceId, DeviceRecord, Store, StoreError};
 
 const COLUMNS: &str =
@@ -46,52 +46,12 @@ impl Store {
     /// The device with this id, if any.
     pub async fn device(&self, id: DeviceId) -> Result<Option<Device>, StoreError> {
         let sql = self.sql(&format!("SELECT {COLUMNS} FROM devices WHERE id = ?"));
-        let row = run_query!(
-            self,
-            sqlx::query_as::<_, DeviceRow>(sql),
-            [id.0],
-            fetch_optional
-        )
-        .op("device")?;
-        row.map(Device::try_from).transpose()
+        run_query!(self, sqlx::query_as(sql), [id], fetch_optional).read("devices", "device")
     }
 
     /// Every device, by id.
     pub async fn list_devices(&self) -> Result<Vec<Device>, StoreError> {
         let sql = self.sql(&format!("SELECT {COLUMNS} FROM devices ORDER BY id"));
-        let rows = run_query!(self, sqlx::query_as::<_, DeviceRow>(sql), [], fetch_all)
-            .op("list_devices")?;
-        rows.into_iter().map(Device::try_from).collect()
-    }
-}
-
-/// A `devices` row as stored.
-#[derive(sqlx::FromRow)]
-pub(crate) struct DeviceRow {
-    id: i64,
-    name: String,
-    vendor: String,
-    driver: String,
-    compute_units: i64,
-    global_mem_bytes: i64,
-    copy_bandwidth_gbps: Option<f64>,
-    created_at: String,
-}
-
-impl TryFrom<DeviceRow> for Device {
-    type Error = StoreError;
-    fn try_from(r: DeviceRow) -> Result<Device, StoreError> {
-        Ok(Device {
-            id: DeviceId(r.id),
-            record: DeviceRecord {
-                name: r.name,
-                vendor: r.vendor,
-                driver: r.driver,
-                compute_units: uint(r.compute_units, "devices", "compute_units")?,
-                global_mem_bytes: uint(r.global_mem_bytes, "devices", "global_mem_bytes")?,
-                copy_bandwidth_gbps: r.copy_bandwidth_gbps,
-            },
-            created_at: r.created_at,
-        })
+        run_query!(self, sqlx::query_as(sql), [], fetch_all).read("devices", "list_devices")
     }
 }

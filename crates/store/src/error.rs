@@ -49,7 +49,7 @@ pub enum StoreError {
         /// The table.
         table: &'static str,
         /// The column.
-        column: &'static str,
+        column: String,
         /// What is wrong.
         message: String,
     },
@@ -85,10 +85,32 @@ pub enum StoreError {
 pub(crate) trait QueryContext<T> {
     /// Wraps the error as [`StoreError::Query`].
     fn op(self, operation: &'static str) -> Result<T, StoreError>;
+
+    /// Wraps the error of a statement that reads rows of `table`: a column
+    /// that cannot be read back is [`StoreError::Decode`], anything else
+    /// [`StoreError::Query`].
+    fn read(self, table: &'static str, operation: &'static str) -> Result<T, StoreError>;
 }
 
 impl<T> QueryContext<T> for Result<T, sqlx::Error> {
     fn op(self, operation: &'static str) -> Result<T, StoreError> {
         self.map_err(|source| StoreError::Query { operation, source })
+    }
+
+    fn read(self, table: &'static str, operation: &'static str) -> Result<T, StoreError> {
+        self.map_err(|e| match e {
+            // A row type built from several columns says which one itself.
+            sqlx::Error::ColumnDecode { index, source } => match source.downcast::<StoreError>() {
+                Ok(inner) => *inner,
+                Err(source) => StoreError::Decode {
+                    table,
+                    // `try_get` quotes the name (Debug of `&str`); the
+                    // `try_from` conversions of a derived `FromRow` do not.
+                    column: index.trim_matches('"').to_string(),
+                    message: source.to_string(),
+                },
+            },
+            source => StoreError::Query { operation, source },
+        })
     }
 }

@@ -90,23 +90,20 @@ const MIGRATION_ATTEMPTS: u32 = 6;
 async fn run_migrations(pool: &Pool) -> Result<(), StoreError> {
     use sqlx::migrate::MigrateError;
     let migrator = pool.backend().migrator();
-    let mut attempt = 1;
-    loop {
-        let outcome = match pool {
+    let transient = |e: &MigrateError| {
+        matches!(
+            e,
+            MigrateError::Execute(_) | MigrateError::ExecuteMigration(..)
+        )
+    };
+    backend::retrying(MIGRATION_ATTEMPTS, 20, transient, || async {
+        match pool {
             Pool::Sqlite(p) => migrator.run(p).await,
             Pool::Postgres(p) => migrator.run(p).await,
-        };
-        match outcome {
-            Ok(()) => return Ok(()),
-            Err(MigrateError::Execute(_) | MigrateError::ExecuteMigration(..))
-                if attempt < MIGRATION_ATTEMPTS =>
-            {
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(e.into()),
         }
-    }
+    })
+    .await
+    .map_err(StoreError::from)
 }
 
 /// A handle on the results database. Cheap to clone (clones share one pool).
@@ -268,26 +265,16 @@ async fn open_sqlite_file(
     // Switching a new file to WAL can answer "database is locked" without
     // waiting on the busy handler while another process does the same; such an
     // error is retried after a short wait.
-    let mut attempt = 1;
-    loop {
-        match SqlitePoolOptions::new()
+    backend::retrying(CONNECT_ATTEMPTS, 20, is_busy, || {
+        SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options.clone())
-            .await
-        {
-            Ok(pool) => return Ok(pool),
-            Err(e) if is_busy(&e) && attempt < CONNECT_ATTEMPTS => {
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-                attempt += 1;
-            }
-            Err(source) => {
-                return Err(StoreError::Connect {
-                    location: location.to_string(),
-                    source,
-                })
-            }
-        }
-    }
+    })
+    .await
+    .map_err(|source| StoreError::Connect {
+        location: location.to_string(),
+        source,
+    })
 }
 
 /// Opens a private in-memory SQLite database.

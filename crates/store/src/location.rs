@@ -120,41 +120,21 @@ mod tests {
     #[test]
     fn forms() {
         let file = |s: &str| DbLocation::File(PathBuf::from(s));
-        assert_eq!(
-            DbLocation::parse("sqlite://results.db").unwrap(),
-            file("results.db")
-        );
-        assert_eq!(
-            DbLocation::parse("sqlite:results.db").unwrap(),
-            file("results.db")
-        );
-        assert_eq!(DbLocation::parse("results.db").unwrap(), file("results.db"));
-        assert_eq!(
-            DbLocation::parse("sqlite:///tmp/a.db").unwrap(),
-            file("/tmp/a.db")
-        );
-        assert_eq!(
-            DbLocation::parse("sqlite:/tmp/a.db").unwrap(),
-            file("/tmp/a.db")
-        );
-        assert_eq!(DbLocation::parse("/tmp/a.db").unwrap(), file("/tmp/a.db"));
-        assert_eq!(
-            DbLocation::parse("sqlite://a.db?mode=rwc").unwrap(),
-            file("a.db")
-        );
-        assert_eq!(
-            DbLocation::parse(" data/x.sqlite ").unwrap(),
-            file("data/x.sqlite")
-        );
-        assert_eq!(
-            DbLocation::parse("sqlite::memory:").unwrap(),
-            DbLocation::Memory
-        );
-        assert_eq!(
-            DbLocation::parse("sqlite://:memory:").unwrap(),
-            DbLocation::Memory
-        );
-        assert_eq!(DbLocation::parse(":memory:").unwrap(), DbLocation::Memory);
+        for (given, expected) in [
+            ("sqlite://results.db", file("results.db")),
+            ("sqlite:results.db", file("results.db")),
+            ("results.db", file("results.db")),
+            ("sqlite:///tmp/a.db", file("/tmp/a.db")),
+            ("sqlite:/tmp/a.db", file("/tmp/a.db")),
+            ("/tmp/a.db", file("/tmp/a.db")),
+            ("sqlite://a.db?mode=rwc", file("a.db")),
+            (" data/x.sqlite ", file("data/x.sqlite")),
+            ("sqlite::memory:", DbLocation::Memory),
+            ("sqlite://:memory:", DbLocation::Memory),
+            (":memory:", DbLocation::Memory),
+        ] {
+            assert_eq!(DbLocation::parse(given).unwrap(), expected, "{given:?}");
+        }
     }
 
     #[test]

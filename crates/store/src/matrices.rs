@@ -1,7 +1,7 @@
 //! The `matrices` table: every matrix measured or served, by content hash.
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, int, to_json, uint};
+use crate::rows::{int, to_json};
 use crate::{Matrix, MatrixId, MatrixRecord, Store, StoreError};
 
 const COLUMNS: &str = "id, content_hash, name, source, nrows, ncols, nnz, features, created_at";
@@ -47,37 +47,24 @@ impl Store {
         let sql = self.sql(&format!(
             "SELECT {COLUMNS} FROM matrices WHERE content_hash = ?"
         ));
-        let row = run_query!(
-            self,
-            sqlx::query_as::<_, MatrixRow>(sql),
-            [content_hash],
-            fetch_optional
-        )
-        .op("matrix_by_hash")?;
-        row.map(Matrix::try_from).transpose()
+        run_query!(self, sqlx::query_as(sql), [content_hash], fetch_optional)
+            .read("matrices", "matrix_by_hash")
     }
 
     /// The matrix with this id, if stored.
     pub async fn matrix(&self, id: MatrixId) -> Result<Option<Matrix>, StoreError> {
         let sql = self.sql(&format!("SELECT {COLUMNS} FROM matrices WHERE id = ?"));
-        let row = run_query!(
-            self,
-            sqlx::query_as::<_, MatrixRow>(sql),
-            [id.0],
-            fetch_optional
-        )
-        .op("matrix")?;
-        row.map(Matrix::try_from).transpose()
+        run_query!(self, sqlx::query_as(sql), [id], fetch_optional).read("matrices", "matrix")
     }
 
     /// Stored matrices by id. `source: None` lists all; `Some(s)` lists those whose
     /// source is `s` or starts with `s:` — so `Some("generator")` gives every
     /// generator family and `Some("generator:stencil2d")` one of them.
     pub async fn list_matrices(&self, source: Option<&str>) -> Result<Vec<Matrix>, StoreError> {
-        let rows = match source {
+        match source {
             None => {
                 let sql = self.sql(&format!("SELECT {COLUMNS} FROM matrices ORDER BY id"));
-                run_query!(self, sqlx::query_as::<_, MatrixRow>(sql), [], fetch_all)
+                run_query!(self, sqlx::query_as(sql), [], fetch_all)
             }
             Some(s) => {
                 // substr instead of LIKE: sources may hold '%' or '_'.
@@ -85,43 +72,9 @@ impl Store {
                     "SELECT {COLUMNS} FROM matrices \
                      WHERE source = ?1 OR substr(source, 1, length(?1) + 1) = ?1 || ':' ORDER BY id"
                 ));
-                run_query!(self, sqlx::query_as::<_, MatrixRow>(sql), [s], fetch_all)
+                run_query!(self, sqlx::query_as(sql), [s], fetch_all)
             }
         }
-        .op("list_matrices")?;
-        rows.into_iter().map(Matrix::try_from).collect()
-    }
-}
-
-/// A `matrices` row as stored.
-#[derive(sqlx::FromRow)]
-struct MatrixRow {
-    id: i64,
-    content_hash: String,
-    name: String,
-    source: String,
-    nrows: i64,
-    ncols: i64,
-    nnz: i64,
-    features: String,
-    created_at: String,
-}
-
-impl TryFrom<MatrixRow> for Matrix {
-    type Error = StoreError;
-    fn try_from(r: MatrixRow) -> Result<Matrix, StoreError> {
-        Ok(Matrix {
-            id: MatrixId(r.id),
-            record: MatrixRecord {
-                content_hash: r.content_hash,
-                name: r.name,
-                source: r.source,
-                nrows: uint(r.nrows, "matrices", "nrows")?,
-                ncols: uint(r.ncols, "matrices", "ncols")?,
-                nnz: uint(r.nnz, "matrices", "nnz")?,
-                features: from_json(&r.features, "matrices", "features")?,
-            },
-            created_at: r.created_at,
-        })
+        .read("matrices", "list_matrices")
     }
 }

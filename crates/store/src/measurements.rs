@@ -2,14 +2,14 @@
 //! and bin (or whole plan). These are the trainer's labels; the unique key lets a
 //! resumed trainer skip what is already timed.
 
-use crate::backend::BeginWrite;
 use crate::error::QueryContext;
-use crate::rows::{non_negative, precision, scheme, scheme_code, uint};
+use crate::rows::{non_negative, scheme_code, uint, Stored};
 use crate::{
-    ContextId, DeviceId, MatrixId, Measurement, MeasurementId, MeasurementKey, NewMeasurement,
-    Precision, RunId, Store, StoreError, Target,
+    ContextId, DeviceId, MatrixId, Measurement, MeasurementKey, NewMeasurement, Precision, Store,
+    StoreError, Target,
 };
 use sparse::plan::{KernelId, Plan};
+use sparse::Scheme;
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
@@ -148,21 +148,11 @@ impl Store {
             .iter()
             .map(insert_values)
             .collect::<Result<Vec<_>, _>>()?;
-        let sql = self.sql(INSERT).0;
-        on_pool!(self, |pool| async {
-            let mut tx = pool.begin_write().await?;
-            let mut added = 0;
-            for v in &values {
-                added += insert_query!(sqlx::AssertSqlSafe(sql.clone()), v)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected() as usize;
-            }
-            tx.commit().await?;
-            Ok::<_, sqlx::Error>(added)
-        }
-        .await)
-        .op("insert_measurements")
+        let added = rows_changed_each!(self, self.sql(INSERT), &values, |sql, v| {
+            insert_query!(sql, v)
+        })
+        .op("insert_measurements")?;
+        Ok(added as usize)
     }
 
     /// Whether a measurement with this key is stored.
@@ -205,11 +195,11 @@ impl Store {
         ));
         let rows = run_query!(
             self,
-            sqlx::query_as::<_, KeyRow>(sql),
-            [matrix.0, device.0, precision.as_str()],
+            sqlx::query_as::<_, KeyColumns>(sql),
+            [matrix, device, precision.as_str()],
             fetch_all
         )
-        .op("measured_keys")?;
+        .read("measurements", "measured_keys")?;
         rows.into_iter().map(MeasurementKey::try_from).collect()
     }
 
@@ -224,14 +214,13 @@ impl Store {
             "SELECT {COLUMNS} FROM measurements \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? ORDER BY id"
         ));
-        let rows = run_query!(
+        run_query!(
             self,
-            sqlx::query_as::<_, MeasurementRow>(sql),
-            [matrix.0, device.0, precision.as_str()],
+            sqlx::query_as(sql),
+            [matrix, device, precision.as_str()],
             fetch_all
         )
-        .op("measurements_for")?;
-        rows.into_iter().map(Measurement::try_from).collect()
+        .read("measurements", "measurements_for")
     }
 
     /// Every measurement on a device in a precision, ordered by matrix then id.
@@ -244,14 +233,13 @@ impl Store {
             "SELECT {COLUMNS} FROM measurements WHERE device_id = ? AND precision = ? \
              ORDER BY matrix_id, id"
         ));
-        let rows = run_query!(
+        run_query!(
             self,
-            sqlx::query_as::<_, MeasurementRow>(sql),
-            [device.0, precision.as_str()],
+            sqlx::query_as(sql),
+            [device, precision.as_str()],
             fetch_all
         )
-        .op("all_measurements")?;
-        rows.into_iter().map(Measurement::try_from).collect()
+        .read("measurements", "all_measurements")
     }
 
     /// How many measurements are stored, over all matrices, devices and precisions.
@@ -276,28 +264,31 @@ fn kernel_by_name(name: &str) -> Result<KernelId, StoreError> {
         Some(k) => Ok(*k),
         None => name.parse().map_err(|_| StoreError::Decode {
             table: "measurements",
-            column: "kernel",
+            column: "kernel".into(),
             message: format!("unknown kernel '{name}'"),
         }),
     }
 }
 
-/// The key columns of a `measurements` row (`KEY_COLUMNS`).
+/// The key columns of a `measurements` row (`KEY_COLUMNS`), read together
+/// because the target is made of three of them.
 #[derive(sqlx::FromRow)]
-struct KeyRow {
-    matrix_id: i64,
-    device_id: i64,
-    precision: String,
-    scheme: i64,
+pub(crate) struct KeyColumns {
+    matrix_id: MatrixId,
+    device_id: DeviceId,
+    #[sqlx(try_from = "Stored<String>")]
+    precision: Precision,
+    #[sqlx(try_from = "i64")]
+    scheme: u32,
     bin: i64,
     kernel: String,
     plan: String,
-    context_id: i64,
+    context_id: ContextId,
 }
 
-impl TryFrom<KeyRow> for MeasurementKey {
+impl TryFrom<KeyColumns> for MeasurementKey {
     type Error = StoreError;
-    fn try_from(r: KeyRow) -> Result<MeasurementKey, StoreError> {
+    fn try_from(r: KeyColumns) -> Result<MeasurementKey, StoreError> {
         let target = if r.bin == -1 {
             Target::Plan(r.plan)
         } else {
@@ -307,44 +298,12 @@ impl TryFrom<KeyRow> for MeasurementKey {
             }
         };
         Ok(MeasurementKey {
-            matrix: MatrixId(r.matrix_id),
-            device: DeviceId(r.device_id),
-            precision: precision(&r.precision, "measurements", "precision")?,
-            scheme: scheme(r.scheme, "measurements")?,
+            matrix: r.matrix_id,
+            device: r.device_id,
+            precision: r.precision,
+            scheme: Scheme::from_code(r.scheme),
             target,
-            context: ContextId(r.context_id),
-        })
-    }
-}
-
-/// A whole `measurements` row (`COLUMNS`).
-#[derive(sqlx::FromRow)]
-struct MeasurementRow {
-    id: i64,
-    #[sqlx(flatten)]
-    key: KeyRow,
-    median_ms: f64,
-    spread_ms: f64,
-    repetitions: i64,
-    ci_rel: Option<f64>,
-    run_id: Option<i64>,
-    created_at: String,
-}
-
-impl TryFrom<MeasurementRow> for Measurement {
-    type Error = StoreError;
-    fn try_from(r: MeasurementRow) -> Result<Measurement, StoreError> {
-        Ok(Measurement {
-            id: MeasurementId(r.id),
-            data: NewMeasurement {
-                key: r.key.try_into()?,
-                median_ms: r.median_ms,
-                spread_ms: r.spread_ms,
-                repetitions: uint(r.repetitions, "measurements", "repetitions")?,
-                ci_rel: r.ci_rel,
-                run: r.run_id.map(RunId),
-            },
-            created_at: r.created_at,
+            context: r.context_id,
         })
     }
 }

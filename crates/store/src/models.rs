@@ -1,7 +1,7 @@
 //! The `models` table: trained model files with their metrics and cards.
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, precision, to_json};
+use crate::rows::to_json;
 use crate::{Model, ModelId, ModelRecord, Store, StoreError};
 
 impl Store {
@@ -35,37 +35,6 @@ impl Store {
             "SELECT id, path, device_name, precision, metrics, card, created_at \
              FROM models ORDER BY id",
         );
-        let rows = run_query!(self, sqlx::query_as::<_, ModelRow>(sql), [], fetch_all)
-            .op("list_models")?;
-        rows.into_iter().map(Model::try_from).collect()
-    }
-}
-
-/// A `models` row as stored.
-#[derive(sqlx::FromRow)]
-struct ModelRow {
-    id: i64,
-    path: String,
-    device_name: String,
-    precision: String,
-    metrics: String,
-    card: String,
-    created_at: String,
-}
-
-impl TryFrom<ModelRow> for Model {
-    type Error = StoreError;
-    fn try_from(r: ModelRow) -> Result<Model, StoreError> {
-        Ok(Model {
-            id: ModelId(r.id),
-            record: ModelRecord {
-                path: r.path,
-                device_name: r.device_name,
-                precision: precision(&r.precision, "models", "precision")?,
-                metrics: from_json(&r.metrics, "models", "metrics")?,
-                card: from_json(&r.card, "models", "card")?,
-            },
-            created_at: r.created_at,
-        })
+        run_query!(self, sqlx::query_as(sql), [], fetch_all).read("models", "list_models")
     }
 }

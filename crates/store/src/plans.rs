@@ -3,12 +3,11 @@
 
 use crate::backend::{Backend, BeginWrite};
 use crate::error::QueryContext;
-use crate::rows::{from_json, non_negative, precision, scheme_code};
+use crate::rows::{non_negative, scheme_code};
 use crate::{
     canonical_plan_json, ContextId, DeviceId, MatrixId, PlanId, PlanRecord, Precision, Store,
     StoreError, StoredPlan,
 };
-use sparse::plan::Plan;
 
 const COLUMNS: &str = "id, matrix_id, device_id, precision, plan, total_ms, bins_sum_ms, \
                        is_oracle, context_id, created_at";
@@ -124,14 +123,13 @@ impl Store {
             "SELECT {COLUMNS} FROM plans \
              WHERE matrix_id = ? AND device_id = ? AND precision = ? AND context_id = ? {more}"
         ));
-        let rows = run_query!(
+        run_query!(
             self,
-            sqlx::query_as::<_, PlanRow>(sql),
-            [matrix.0, device.0, precision.as_str(), context.0],
+            sqlx::query_as(sql),
+            [matrix, device, precision.as_str(), context],
             fetch_all
         )
-        .op(op)?;
-        rows.into_iter().map(StoredPlan::try_from).collect()
+        .read("plans", op)
     }
 
     /// The oracle plans of every matrix on a device in a precision, by matrix id:
@@ -147,49 +145,12 @@ impl Store {
              WHERE device_id = ? AND precision = ? AND context_id = ? AND is_oracle = TRUE \
              ORDER BY matrix_id"
         ));
-        let rows = run_query!(
+        run_query!(
             self,
-            sqlx::query_as::<_, PlanRow>(sql),
-            [device.0, precision.as_str(), context.0],
+            sqlx::query_as(sql),
+            [device, precision.as_str(), context],
             fetch_all
         )
-        .op("oracle_plans")?;
-        rows.into_iter().map(StoredPlan::try_from).collect()
-    }
-}
-
-/// A `plans` row as stored (the columns of `COLUMNS`).
-#[derive(sqlx::FromRow)]
-struct PlanRow {
-    id: i64,
-    matrix_id: i64,
-    device_id: i64,
-    precision: String,
-    plan: String,
-    total_ms: f64,
-    bins_sum_ms: Option<f64>,
-    is_oracle: bool,
-    context_id: i64,
-    created_at: String,
-}
-
-impl TryFrom<PlanRow> for StoredPlan {
-    type Error = StoreError;
-    fn try_from(r: PlanRow) -> Result<StoredPlan, StoreError> {
-        let plan: Plan = from_json(&r.plan, "plans", "plan")?;
-        Ok(StoredPlan {
-            id: PlanId(r.id),
-            record: PlanRecord {
-                matrix: MatrixId(r.matrix_id),
-                device: DeviceId(r.device_id),
-                precision: precision(&r.precision, "plans", "precision")?,
-                plan,
-                total_ms: r.total_ms,
-                bins_sum_ms: r.bins_sum_ms,
-                is_oracle: r.is_oracle,
-                context: ContextId(r.context_id),
-            },
-            created_at: r.created_at,
-        })
+        .read("plans", "oracle_plans")
     }
 }

@@ -10,12 +10,13 @@
 
 use crate::backend::Backend;
 use crate::error::QueryContext;
-use crate::rows::uint;
+use crate::rows::{uint, Stored};
 use crate::{Store, StoreError};
 use std::time::Duration;
 
 /// The id of a queue row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::Type)]
+#[sqlx(transparent)]
 pub struct QueueId(pub i64);
 
 /// The state of a queue row.
@@ -42,17 +43,19 @@ impl QueueStatus {
             QueueStatus::Failed => "failed",
         }
     }
+}
 
-    fn parse(s: &str) -> Result<QueueStatus, StoreError> {
+impl std::str::FromStr for QueueStatus {
+    type Err = StoreError;
+    fn from_str(s: &str) -> Result<QueueStatus, StoreError> {
         Ok(match s {
             "pending" => QueueStatus::Pending,
             "claimed" => QueueStatus::Claimed,
             "done" => QueueStatus::Done,
             "failed" => QueueStatus::Failed,
             other => {
-                return Err(StoreError::Decode {
-                    table: "label_queue",
-                    column: "status",
+                return Err(StoreError::InvalidValue {
+                    what: "queue status",
                     message: format!("unknown status '{other}'"),
                 })
             }
@@ -75,7 +78,7 @@ pub struct LabelClaim {
 }
 
 /// A queue row as listed by [`Store::label_queue`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct QueueEntry {
     /// The row.
     pub id: QueueId,
@@ -84,8 +87,10 @@ pub struct QueueEntry {
     /// The corpus item's source.
     pub source: String,
     /// Its state.
+    #[sqlx(try_from = "Stored<String>")]
     pub status: QueueStatus,
     /// How many times it was claimed.
+    #[sqlx(try_from = "i64")]
     pub attempts: u32,
     /// The worker holding or last holding it.
     pub worker: Option<String>,
@@ -112,30 +117,15 @@ impl Store {
         queue: &str,
         items: &[(String, String)],
     ) -> Result<usize, StoreError> {
-        use crate::backend::BeginWrite;
-        let sql = self
-            .sql(
-                "INSERT INTO label_queue (queue, name, source) VALUES (?, ?, ?) \
-                 ON CONFLICT (queue, name) DO NOTHING",
-            )
-            .0;
-        on_pool!(self, |pool| async {
-            let mut tx = pool.begin_write().await?;
-            let mut added = 0;
-            for (name, source) in items {
-                added += sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                    .bind(queue)
-                    .bind(name)
-                    .bind(source)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected() as usize;
-            }
-            tx.commit().await?;
-            Ok::<_, sqlx::Error>(added)
-        }
-        .await)
-        .op("enqueue_labels")
+        let sql = self.sql(
+            "INSERT INTO label_queue (queue, name, source) VALUES (?, ?, ?) \
+             ON CONFLICT (queue, name) DO NOTHING",
+        );
+        let added = rows_changed_each!(self, sql, items, |sql, (name, source)| {
+            sqlx::query(sql).bind(queue).bind(name).bind(source)
+        })
+        .op("enqueue_labels")?;
+        Ok(added as usize)
     }
 
     /// Claims the first row of `queue` that is pending, or claimed with a
@@ -228,42 +218,12 @@ impl Store {
              FROM label_queue WHERE queue = ?1 ORDER BY id",
             lapsed_sql(self.backend(), "?2")
         ));
-        let rows: Vec<QueueRow> = run_query!(
+        run_query!(
             self,
             sqlx::query_as(sql),
             [queue, lease.as_secs_f64()],
             fetch_all
         )
-        .op("label_queue")?;
-        rows.into_iter().map(QueueEntry::try_from).collect()
-    }
-}
-
-/// A `label_queue` row as listed.
-#[derive(sqlx::FromRow)]
-struct QueueRow {
-    id: i64,
-    name: String,
-    source: String,
-    status: String,
-    attempts: i64,
-    worker: Option<String>,
-    error: Option<String>,
-    lapsed: bool,
-}
-
-impl TryFrom<QueueRow> for QueueEntry {
-    type Error = StoreError;
-    fn try_from(r: QueueRow) -> Result<QueueEntry, StoreError> {
-        Ok(QueueEntry {
-            id: QueueId(r.id),
-            name: r.name,
-            source: r.source,
-            status: QueueStatus::parse(&r.status)?,
-            attempts: uint(r.attempts, "label_queue", "attempts")?,
-            worker: r.worker,
-            error: r.error,
-            lapsed: r.lapsed,
-        })
+        .read("label_queue", "label_queue")
     }
 }

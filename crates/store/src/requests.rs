@@ -2,7 +2,7 @@
 //! kernel time), which the trainer can learn from.
 
 use crate::error::QueryContext;
-use crate::rows::{from_json_opt, non_negative, precision, to_json, uint};
+use crate::rows::{non_negative, to_json};
 use crate::{Request, RequestId, RequestRecord, Store, StoreError};
 
 impl Store {
@@ -65,55 +65,12 @@ impl Store {
                     kernel_ms, e2e_ms, status \
              FROM requests WHERE id > ? ORDER BY id LIMIT ?",
         );
-        let rows = run_query!(
+        run_query!(
             self,
-            sqlx::query_as::<_, RequestRow>(sql),
-            [after.0, i64::from(limit)],
+            sqlx::query_as(sql),
+            [after, i64::from(limit)],
             fetch_all
         )
-        .op("requests_since")?;
-        rows.into_iter().map(Request::try_from).collect()
-    }
-}
-
-/// A `requests` row as stored.
-#[derive(sqlx::FromRow)]
-struct RequestRow {
-    id: i64,
-    at: String,
-    route: String,
-    matrix_hash: Option<String>,
-    features: Option<String>,
-    plan: Option<String>,
-    precision: Option<String>,
-    device: Option<String>,
-    model: Option<String>,
-    kernel_ms: Option<f64>,
-    e2e_ms: Option<f64>,
-    status: i64,
-}
-
-impl TryFrom<RequestRow> for Request {
-    type Error = StoreError;
-    fn try_from(r: RequestRow) -> Result<Request, StoreError> {
-        Ok(Request {
-            id: RequestId(r.id),
-            at: r.at,
-            record: RequestRecord {
-                route: r.route,
-                matrix_hash: r.matrix_hash,
-                features: from_json_opt(r.features, "requests", "features")?,
-                plan: from_json_opt(r.plan, "requests", "plan")?,
-                precision: r
-                    .precision
-                    .map(|p| precision(&p, "requests", "precision"))
-                    .transpose()?,
-                device: r.device,
-                model: r.model,
-                kernel_ms: r.kernel_ms,
-                e2e_ms: r.e2e_ms,
-                status: uint(r.status, "requests", "status")?,
-            },
-        })
+        .read("requests", "requests_since")
     }
 }

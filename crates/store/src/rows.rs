@@ -1,9 +1,60 @@
 //! Conversions between Rust values and column values, shared by the table modules.
+//!
+//! Reading: the stored types derive `sqlx::FromRow`; a column whose stored form
+//! (text, an integer) is not the field's type is read as [`Stored`] and turned
+//! into the field's type by `TryFrom` (`#[sqlx(try_from = "Stored<String>")]`).
+//! A conversion that fails is a decode error of that column
+//! ([`crate::error::QueryContext::read`] makes it [`StoreError::Decode`]).
 
-use crate::{Precision, StoreError};
+use crate::queue::QueueStatus;
+use crate::{FeatureVector, Precision, RunStatus, StoreError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sparse::plan::Plan;
 use sparse::Scheme;
+use std::str::FromStr;
+
+/// A column value as the database holds it, before it becomes its field's type.
+#[derive(sqlx::Type)]
+#[sqlx(transparent)]
+pub struct Stored<T>(pub T);
+
+/// `TryFrom<Stored<String>>` for a type stored as text, by `$read` (a
+/// `fn(&str) -> Result<$ty, String>`), and the same for its nullable column.
+macro_rules! text_column {
+    ($ty:ty, $read:expr) => {
+        impl TryFrom<Stored<String>> for $ty {
+            type Error = String;
+            fn try_from(s: Stored<String>) -> Result<Self, String> {
+                $read(&s.0)
+            }
+        }
+
+        impl TryFrom<Stored<Option<String>>> for Option<$ty> {
+            type Error = String;
+            fn try_from(s: Stored<Option<String>>) -> Result<Self, String> {
+                s.0.map(|t| Stored(t).try_into()).transpose()
+            }
+        }
+    };
+}
+
+/// A reader of text that `parse` understands; `what` names it in the message.
+fn parsed<T: FromStr>(what: &'static str) -> impl Fn(&str) -> Result<T, String> {
+    move |text| text.parse().map_err(|_| format!("unknown {what} '{text}'"))
+}
+
+/// Reads JSON text.
+fn json<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|e| format!("bad JSON: {e}"))
+}
+
+text_column!(Precision, parsed("precision"));
+text_column!(RunStatus, parsed("status"));
+text_column!(QueueStatus, parsed("status"));
+text_column!(FeatureVector, json);
+text_column!(Plan, json);
+text_column!(serde_json::Value, json);
 
 /// A count for an INTEGER column.
 pub(crate) fn int(value: u64, what: &'static str) -> Result<i64, StoreError> {
@@ -21,7 +72,7 @@ pub(crate) fn uint<T: TryFrom<i64>>(
 ) -> Result<T, StoreError> {
     T::try_from(value).map_err(|_| StoreError::Decode {
         table,
-        column,
+        column: column.into(),
         message: format!("{value} is out of range"),
     })
 }
@@ -44,47 +95,6 @@ pub(crate) fn to_json<T: Serialize>(value: &T, what: &'static str) -> Result<Str
         what,
         message: e.to_string(),
     })
-}
-
-/// A value from JSON text.
-pub(crate) fn from_json<T: DeserializeOwned>(
-    text: &str,
-    table: &'static str,
-    column: &'static str,
-) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Decode {
-        table,
-        column,
-        message: format!("bad JSON: {e}"),
-    })
-}
-
-/// An optional value from nullable JSON text.
-pub(crate) fn from_json_opt<T: DeserializeOwned>(
-    text: Option<String>,
-    table: &'static str,
-    column: &'static str,
-) -> Result<Option<T>, StoreError> {
-    text.map(|t| from_json(&t, table, column)).transpose()
-}
-
-/// A precision from its stored name.
-pub(crate) fn precision(
-    text: &str,
-    table: &'static str,
-    column: &'static str,
-) -> Result<Precision, StoreError> {
-    text.parse().map_err(|_| StoreError::Decode {
-        table,
-        column,
-        message: format!("unknown precision '{text}'"),
-    })
-}
-
-/// A scheme from its stored code (0 = single, else U).
-pub(crate) fn scheme(code: i64, table: &'static str) -> Result<Scheme, StoreError> {
-    let code: u32 = uint(code, table, "scheme")?;
-    Ok(Scheme::from_code(code))
 }
 
 /// The stored code of a scheme.

@@ -5,17 +5,19 @@
 //! and marks it with [`Store::interrupt_abandoned_run`].
 
 use crate::error::QueryContext;
-use crate::rows::{from_json, precision, to_json, uint};
-use crate::{DeviceId, RunId, RunOwner, RunRecord, RunStatus, Store, StoreError, TrainingRun};
+use crate::rows::{to_json, uint};
+use crate::{RunId, RunOwner, RunRecord, RunStatus, Store, StoreError, TrainingRun};
 
 impl Store {
-    /// The columns of [`RunRow`], with the idle time computed by this backend.
+    /// The columns of a [`TrainingRun`], with the idle time computed by this
+    /// backend (never negative, though clocks may disagree).
     fn run_columns(&self) -> String {
+        let idle = self
+            .backend()
+            .seconds_since("COALESCE(heartbeat_at, started_at)");
         format!(
             "id, started_at, finished_at, device_id, precision, params, status, notes, \
-             pid, host, token, heartbeat_at, {} AS idle_s",
-            self.backend()
-                .seconds_since("COALESCE(heartbeat_at, started_at)")
+             pid, host, token, heartbeat_at, CASE WHEN {idle} > 0 THEN {idle} ELSE 0.0 END AS idle_s"
         )
     }
 }
@@ -134,14 +136,7 @@ impl Store {
             "SELECT {} FROM training_runs WHERE id = ?",
             self.run_columns()
         ));
-        let row = run_query!(
-            self,
-            sqlx::query_as::<_, RunRow>(sql),
-            [id.0],
-            fetch_optional
-        )
-        .op("run")?;
-        row.map(TrainingRun::try_from).transpose()
+        run_query!(self, sqlx::query_as(sql), [id], fetch_optional).read("training_runs", "run")
     }
 
     /// Every run, oldest first.
@@ -150,9 +145,7 @@ impl Store {
             "SELECT {} FROM training_runs ORDER BY id",
             self.run_columns()
         ));
-        let rows =
-            run_query!(self, sqlx::query_as::<_, RunRow>(sql), [], fetch_all).op("list_runs")?;
-        rows.into_iter().map(TrainingRun::try_from).collect()
+        run_query!(self, sqlx::query_as(sql), [], fetch_all).read("training_runs", "list_runs")
     }
 
     /// Runs that never finished (still going, or killed), oldest first.
@@ -161,62 +154,29 @@ impl Store {
             "SELECT {} FROM training_runs WHERE finished_at IS NULL ORDER BY id",
             self.run_columns()
         ));
-        let rows = run_query!(self, sqlx::query_as::<_, RunRow>(sql), [], fetch_all)
-            .op("unfinished_runs")?;
-        rows.into_iter().map(TrainingRun::try_from).collect()
+        run_query!(self, sqlx::query_as(sql), [], fetch_all)
+            .read("training_runs", "unfinished_runs")
     }
 }
 
-/// A `training_runs` row as stored, with its idle time computed by the query.
+/// The owner columns of a `training_runs` row: all three set, or none.
 #[derive(sqlx::FromRow)]
-struct RunRow {
-    id: i64,
-    started_at: String,
-    finished_at: Option<String>,
-    device_id: Option<i64>,
-    precision: Option<String>,
-    params: String,
-    status: String,
-    notes: String,
+pub(crate) struct OwnerColumns {
     pid: Option<i64>,
     host: Option<String>,
     token: Option<String>,
-    heartbeat_at: Option<String>,
-    idle_s: f64,
 }
 
-impl TryFrom<RunRow> for TrainingRun {
+impl TryFrom<OwnerColumns> for Option<RunOwner> {
     type Error = StoreError;
-    fn try_from(r: RunRow) -> Result<TrainingRun, StoreError> {
-        let owner = match (r.pid, r.host, r.token) {
+    fn try_from(r: OwnerColumns) -> Result<Option<RunOwner>, StoreError> {
+        Ok(match (r.pid, r.host, r.token) {
             (Some(pid), Some(host), Some(token)) => Some(RunOwner {
                 pid: uint(pid, "training_runs", "pid")?,
                 host,
                 token,
             }),
             _ => None,
-        };
-        Ok(TrainingRun {
-            id: RunId(r.id),
-            record: RunRecord {
-                device: r.device_id.map(DeviceId),
-                precision: r
-                    .precision
-                    .map(|p| precision(&p, "training_runs", "precision"))
-                    .transpose()?,
-                params: from_json(&r.params, "training_runs", "params")?,
-                notes: r.notes,
-            },
-            status: r.status.parse().map_err(|_| StoreError::Decode {
-                table: "training_runs",
-                column: "status",
-                message: format!("unknown status '{}'", r.status),
-            })?,
-            started_at: r.started_at,
-            finished_at: r.finished_at,
-            owner,
-            heartbeat_at: r.heartbeat_at,
-            idle_s: r.idle_s.max(0.0),
         })
     }
 }

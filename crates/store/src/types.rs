@@ -1,5 +1,6 @@
 //! The records the store reads and writes, and the ids of stored rows.
 
+use crate::rows::Stored;
 use crate::StoreError;
 use serde::{Deserialize, Serialize};
 use sparse::plan::{KernelId, Plan};
@@ -10,8 +11,11 @@ use std::str::FromStr;
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, sqlx::Type,
+        )]
         #[serde(transparent)]
+        #[sqlx(transparent)]
         pub struct $name(pub i64);
 
         impl fmt::Display for $name {
@@ -106,7 +110,7 @@ impl From<&Features> for FeatureVector {
 }
 
 /// A compute device, as written by [`crate::Store::upsert_device`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct DeviceRecord {
     /// Device name reported by OpenCL.
     pub name: String,
@@ -115,26 +119,29 @@ pub struct DeviceRecord {
     /// Driver version.
     pub driver: String,
     /// Compute units.
+    #[sqlx(try_from = "i64")]
     pub compute_units: u32,
     /// Global memory in bytes.
+    #[sqlx(try_from = "i64")]
     pub global_mem_bytes: u64,
     /// Host-to-device copy bandwidth measured at start-up, when measured.
     pub copy_bandwidth_gbps: Option<f64>,
 }
 
 /// A stored device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Device {
     /// Row id.
     pub id: DeviceId,
     /// The device's description.
+    #[sqlx(flatten)]
     pub record: DeviceRecord,
     /// When the row was first written (ISO-8601 UTC).
     pub created_at: String,
 }
 
 /// A matrix of the corpus or of served work, as written by [`crate::Store::upsert_matrix`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct MatrixRecord {
     /// `Csr::content_hash()`: the identity of the matrix.
     pub content_hash: String,
@@ -144,21 +151,26 @@ pub struct MatrixRecord {
     /// `standin:<group/name>`, `request`, ...
     pub source: String,
     /// Rows.
+    #[sqlx(try_from = "i64")]
     pub nrows: u64,
     /// Columns.
+    #[sqlx(try_from = "i64")]
     pub ncols: u64,
     /// Nonzeros.
+    #[sqlx(try_from = "i64")]
     pub nnz: u64,
     /// Its feature vector.
+    #[sqlx(try_from = "Stored<String>")]
     pub features: FeatureVector,
 }
 
 /// A stored matrix.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Matrix {
     /// Row id.
     pub id: MatrixId,
     /// The matrix's description.
+    #[sqlx(flatten)]
     pub record: MatrixRecord,
     /// When the row was first written (ISO-8601 UTC).
     pub created_at: String,
@@ -196,7 +208,7 @@ impl Target {
                     .map(Some)
                     .map_err(|e| StoreError::Decode {
                         table: "measurements",
-                        column: "plan",
+                        column: "plan".into(),
                         message: e.to_string(),
                     })
             }
@@ -217,7 +229,7 @@ pub fn canonical_plan_json(plan: &Plan) -> Result<String, StoreError> {
 
 /// What a timing depends on besides the matrix, device and plan: the kernel
 /// sources, the program's build options on the device, and the engine version.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::FromRow)]
 pub struct MeasurementContext {
     /// Hash of every kernel source file (the selector's `KernelSources::hash`).
     pub kernel_sources_hash: String,
@@ -247,13 +259,14 @@ impl MeasurementContext {
 }
 
 /// A stored measurement context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct StoredContext {
     /// Row id.
     pub id: ContextId,
     /// Its lookup hash ([`MeasurementContext::hash`], or [`LEGACY_CONTEXT`]).
     pub hash: String,
     /// What it records (all three `legacy` for the legacy context).
+    #[sqlx(flatten)]
     pub context: MeasurementContext,
 }
 
@@ -276,9 +289,10 @@ pub struct MeasurementKey {
 }
 
 /// A timing to store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct NewMeasurement {
     /// What was timed, where.
+    #[sqlx(flatten, try_from = "crate::measurements::KeyColumns")]
     pub key: MeasurementKey,
     /// Median kernel time over the repetitions, in milliseconds.
     pub median_ms: f64,
@@ -286,20 +300,23 @@ pub struct NewMeasurement {
     /// interquartile range, or max - min).
     pub spread_ms: f64,
     /// How many timed runs the median is over.
+    #[sqlx(try_from = "i64")]
     pub repetitions: u32,
     /// Half-width of the median's 95% confidence interval divided by the
     /// median, when known (finite; `None` for legacy rows or too few runs).
     pub ci_rel: Option<f64>,
     /// The training run that measured it, if any.
+    #[sqlx(rename = "run_id")]
     pub run: Option<RunId>,
 }
 
 /// A stored measurement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Measurement {
     /// Row id.
     pub id: MeasurementId,
     /// The timing as it was inserted.
+    #[sqlx(flatten)]
     pub data: NewMeasurement,
     /// When it was stored (ISO-8601 UTC).
     pub created_at: String,
@@ -307,15 +324,19 @@ pub struct Measurement {
 
 /// A plan of one scheme for a matrix, device and precision, as written by
 /// [`crate::Store::upsert_plan`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct PlanRecord {
     /// The matrix.
+    #[sqlx(rename = "matrix_id")]
     pub matrix: MatrixId,
     /// The device.
+    #[sqlx(rename = "device_id")]
     pub device: DeviceId,
     /// The precision.
+    #[sqlx(try_from = "Stored<String>")]
     pub precision: Precision,
     /// The plan (its scheme is the row's scheme).
+    #[sqlx(try_from = "Stored<String>")]
     pub plan: Plan,
     /// Measured time of the whole plan, in milliseconds.
     pub total_ms: f64,
@@ -324,41 +345,47 @@ pub struct PlanRecord {
     /// Whether this is the best plan over all schemes (the oracle).
     pub is_oracle: bool,
     /// The context its timings were taken in.
+    #[sqlx(rename = "context_id")]
     pub context: ContextId,
 }
 
 /// A stored plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct StoredPlan {
     /// Row id.
     pub id: PlanId,
     /// The plan as written.
+    #[sqlx(flatten)]
     pub record: PlanRecord,
     /// When it was last written (ISO-8601 UTC).
     pub created_at: String,
 }
 
 /// A trained model file, as written by [`crate::Store::insert_model`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct ModelRecord {
     /// Path of the model file.
     pub path: String,
     /// Name of the device it was trained for.
     pub device_name: String,
     /// Its precision.
+    #[sqlx(try_from = "Stored<String>")]
     pub precision: Precision,
     /// Evaluation metrics.
+    #[sqlx(try_from = "Stored<String>")]
     pub metrics: serde_json::Value,
     /// The model card.
+    #[sqlx(try_from = "Stored<String>")]
     pub card: serde_json::Value,
 }
 
 /// A stored model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Model {
     /// Row id.
     pub id: ModelId,
     /// The model as written.
+    #[sqlx(flatten)]
     pub record: ModelRecord,
     /// When it was stored (ISO-8601 UTC).
     pub created_at: String,
@@ -425,13 +452,16 @@ impl<'de> Deserialize<'de> for RunStatus {
 }
 
 /// The start of a training run, as written by [`crate::Store::start_run`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct RunRecord {
     /// The device it times on, when it times.
+    #[sqlx(rename = "device_id")]
     pub device: Option<DeviceId>,
     /// The precision, when the run is for one.
+    #[sqlx(try_from = "Stored<Option<String>>")]
     pub precision: Option<Precision>,
     /// The run's parameters.
+    #[sqlx(try_from = "Stored<String>")]
     pub params: serde_json::Value,
     /// Free text.
     pub notes: String,
@@ -451,19 +481,22 @@ pub struct RunOwner {
 }
 
 /// A stored training run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct TrainingRun {
     /// Row id.
     pub id: RunId,
     /// How it started.
+    #[sqlx(flatten)]
     pub record: RunRecord,
     /// Where it stands: [`RunStatus::Running`] while unfinished.
+    #[sqlx(try_from = "Stored<String>")]
     pub status: RunStatus,
     /// When it started (ISO-8601 UTC).
     pub started_at: String,
     /// When it finished; `None` while running or after a kill.
     pub finished_at: Option<String>,
     /// The process running it, when it was started with one.
+    #[sqlx(flatten, try_from = "crate::runs::OwnerColumns")]
     pub owner: Option<RunOwner>,
     /// When it last reported progress (ISO-8601 UTC), when it did.
     pub heartbeat_at: Option<String>,
@@ -479,17 +512,20 @@ impl TrainingRun {
 }
 
 /// One served HTTP request, as written by [`crate::Store::log_request`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct RequestRecord {
     /// The route (`/predict`, `/spmv`, ...).
     pub route: String,
     /// Content hash of the matrix, when the request had one.
     pub matrix_hash: Option<String>,
     /// Its features, when computed.
+    #[sqlx(try_from = "Stored<Option<String>>")]
     pub features: Option<FeatureVector>,
     /// The plan used or predicted.
+    #[sqlx(try_from = "Stored<Option<String>>")]
     pub plan: Option<Plan>,
     /// The precision asked for.
+    #[sqlx(try_from = "Stored<Option<String>>")]
     pub precision: Option<Precision>,
     /// Name of the device that ran it.
     pub device: Option<String>,
@@ -500,16 +536,18 @@ pub struct RequestRecord {
     /// End-to-end time in milliseconds.
     pub e2e_ms: Option<f64>,
     /// HTTP status code of the answer.
+    #[sqlx(try_from = "i64")]
     pub status: u16,
 }
 
 /// A logged request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Request {
     /// Row id (increasing with time).
     pub id: RequestId,
     /// When it was logged (ISO-8601 UTC).
     pub at: String,
     /// The request as written.
+    #[sqlx(flatten)]
     pub record: RequestRecord,
 }

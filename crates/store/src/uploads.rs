@@ -4,65 +4,43 @@
 //! decodes them.
 
 use crate::error::QueryContext;
-use crate::rows::{int, uint};
+use crate::rows::int;
 use crate::{Store, StoreError};
 
 /// What describes an uploaded matrix, without the matrix itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct UploadMeta {
     /// The matrix id the service answered with.
     pub id: String,
     /// The API key name that uploaded it ("" without keys).
     pub owner: String,
     /// Rows.
+    #[sqlx(try_from = "i64")]
     pub nrows: u64,
     /// Columns.
+    #[sqlx(try_from = "i64")]
     pub ncols: u64,
     /// Stored entries.
+    #[sqlx(try_from = "i64")]
     pub nnz: u64,
     /// Products the uploader expects (at least 1).
+    #[sqlx(try_from = "i64")]
     pub expected_calls: u64,
     /// Bytes of the encoded matrix.
+    #[sqlx(try_from = "i64")]
     pub bytes: u64,
     /// When it was first stored (ISO-8601 UTC); empty in a record to store.
     pub created_at: String,
 }
 
 /// An uploaded matrix: its description and its encoded bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct Upload {
     /// The description (`bytes` is `csr.len()`).
+    #[sqlx(flatten)]
     pub meta: UploadMeta,
     /// The encoded matrix.
     pub csr: Vec<u8>,
-}
-
-#[derive(sqlx::FromRow)]
-struct MetaRow {
-    id: String,
-    owner: String,
-    nrows: i64,
-    ncols: i64,
-    nnz: i64,
-    expected_calls: i64,
-    bytes: i64,
-    created_at: String,
-}
-
-impl TryFrom<MetaRow> for UploadMeta {
-    type Error = StoreError;
-    fn try_from(r: MetaRow) -> Result<Self, StoreError> {
-        Ok(UploadMeta {
-            id: r.id,
-            owner: r.owner,
-            nrows: uint(r.nrows, "uploads", "nrows")?,
-            ncols: uint(r.ncols, "uploads", "ncols")?,
-            nnz: uint(r.nnz, "uploads", "nnz")?,
-            expected_calls: uint(r.expected_calls, "uploads", "expected_calls")?,
-            bytes: uint(r.bytes, "uploads", "csr")?,
-            created_at: r.created_at,
-        })
-    }
 }
 
 /// The description columns; `bytes` is the length of the encoded matrix
@@ -103,31 +81,15 @@ impl Store {
     /// that no replica has deleted it. `None` when there is no such row.
     pub async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError> {
         let sql = self.sql(&format!("SELECT {META_COLUMNS} FROM uploads WHERE id = ?"));
-        let row: Option<MetaRow> =
-            run_query!(self, sqlx::query_as(sql), [id], fetch_optional).op("upload_meta")?;
-        row.map(UploadMeta::try_from).transpose()
+        run_query!(self, sqlx::query_as(sql), [id], fetch_optional).read("uploads", "upload_meta")
     }
 
     /// Upload `id` with its encoded bytes; `None` when there is no such row.
     pub async fn get_upload(&self, id: &str) -> Result<Option<Upload>, StoreError> {
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            #[sqlx(flatten)]
-            meta: MetaRow,
-            csr: Vec<u8>,
-        }
         let sql = self.sql(&format!(
             "SELECT {META_COLUMNS}, csr FROM uploads WHERE id = ?"
         ));
-        let row: Option<Row> =
-            run_query!(self, sqlx::query_as(sql), [id], fetch_optional).op("get_upload")?;
-        row.map(|r| {
-            Ok(Upload {
-                meta: r.meta.try_into()?,
-                csr: r.csr,
-            })
-        })
-        .transpose()
+        run_query!(self, sqlx::query_as(sql), [id], fetch_optional).read("uploads", "get_upload")
     }
 
     /// Deletes upload `id` if `owner` uploaded it; returns whether a row went

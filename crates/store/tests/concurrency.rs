@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{dev_and_matrix, matrix, nth_key, timing};
+use common::{dev_and_matrix, matrix, nth_key, run_on, timing};
 use serde_json::json;
 use store::testing::TestDb;
-use store::{Precision, RequestId, RequestRecord, RunRecord, Store};
+use store::{Precision, RequestId, RequestRecord, Store};
 
 const TASKS: u32 = 8;
 const PER_TASK: u32 = 40;
@@ -24,12 +24,7 @@ async fn many_tasks_and_two_pools_write_at_once(db: TestDb) {
         let s = if t % 2 == 0 { a.clone() } else { b.clone() };
         handles.push(tokio::spawn(async move {
             let run = s
-                .start_run(&RunRecord {
-                    device: Some(d),
-                    precision: Some(Precision::F64),
-                    params: json!({"task": t}),
-                    notes: String::new(),
-                })
+                .start_run(&run_on(d, Precision::F64, json!({"task": t})))
                 .await?;
             for i in 0..PER_TASK {
                 // Every task writes its own keys, plus some keys another task writes too.

@@ -5,13 +5,13 @@
 
 mod common;
 
-use common::{dev_and_matrix, device, nth_key, timing};
+use common::{dev_and_matrix, device, nth_key, run_on, timing};
 use serde_json::json;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use store::{MeasurementKey, Precision, RunRecord, RunStatus, Store};
+use store::{MeasurementKey, Precision, RunStatus, Store};
 
 /// Environment variable giving the child writer its database URL.
 const CHILD_DB_ENV: &str = "STORE_RESUME_CHILD_DB";
@@ -33,12 +33,7 @@ async fn child_writer() {
     let s = Store::connect(Some(&path)).await.unwrap();
     let (d, m) = dev_and_matrix(&s, "resume").await;
     let run = s
-        .start_run(&RunRecord {
-            device: Some(d),
-            precision: Some(Precision::F64),
-            params: json!({"child": true}),
-            notes: String::new(),
-        })
+        .start_run(&run_on(d, Precision::F64, json!({"child": true})))
         .await
         .unwrap();
     println!("RUN {}", run.0);
@@ -178,12 +173,7 @@ async fn dropped_store_keeps_committed_work_and_the_run_unfinished(db: TestDb) {
         let s = db.open().await;
         let (d, m) = dev_and_matrix(&s, "drop").await;
         let run = s
-            .start_run(&RunRecord {
-                device: Some(d),
-                precision: Some(Precision::F64),
-                params: json!({}),
-                notes: String::new(),
-            })
+            .start_run(&run_on(d, Precision::F64, json!({})))
             .await
             .unwrap();
         let mut committed = HashSet::new();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{bin_key, dev_and_matrix, device, matrix, plan_u10, timing};
+use common::{bin_key, dev_and_matrix, device, matrix, plan_u10, run_on, timing};
 use serde_json::json;
 use sparse::plan::{KernelId, Plan};
 use sparse::Scheme;
@@ -123,12 +123,7 @@ async fn measurements_round_trip_and_inserts_are_idempotent(db: TestDb) {
         .await
         .unwrap();
     let run = s
-        .start_run(&RunRecord {
-            device: Some(d),
-            precision: Some(Precision::F32),
-            params: json!({}),
-            notes: String::new(),
-        })
+        .start_run(&run_on(d, Precision::F32, json!({})))
         .await
         .unwrap();
 
@@ -615,9 +610,9 @@ async fn corrupt_json_in_a_row_is_a_decode_error(db: TestDb) {
             err,
             StoreError::Decode {
                 table: "matrices",
-                column: "features",
+                ref column,
                 ..
-            }
+            } if column == "features"
         ),
         "{err:?}"
     );
@@ -635,9 +630,9 @@ async fn unknown_kernel_in_a_row_is_a_decode_error(db: TestDb) {
             err,
             StoreError::Decode {
                 table: "measurements",
-                column: "kernel",
+                ref column,
                 ..
-            }
+            } if column == "kernel"
         ),
         "{err:?}"
     );

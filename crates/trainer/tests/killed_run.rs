@@ -3,6 +3,9 @@
 //! database ends with every measurement an uninterrupted run would have taken:
 //! the same (matrix, scheme, bin, kernel) keys, none lost, none twice.
 
+mod common;
+
+use common::still_waiting;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -87,26 +90,14 @@ async fn a_killed_run_is_marked_interrupted_and_the_next_one_loses_nothing() {
     let mut child = trainer(&db);
     let start = Instant::now();
     while !db.exists() {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the trainer exited early"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "no database appeared"
-        );
+        still_waiting(&mut child, start + Duration::from_secs(120), "the database");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let s = Store::connect(Some(db.to_str().unwrap())).await.unwrap();
     while s.measurement_count().await.unwrap() < 200 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the trainer finished before it could be killed: give it more work"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "labelling stalled"
-        );
+        // Exiting here means the trainer finished before it could be killed.
+        let deadline = start + Duration::from_secs(300);
+        still_waiting(&mut child, deadline, "200 measurements");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     child.kill().unwrap(); // SIGKILL

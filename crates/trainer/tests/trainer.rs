@@ -75,6 +75,19 @@ fn quick() -> LabelOptions {
     }
 }
 
+/// Labels `items` in f64 with [`quick`] options within `budget`.
+async fn label_f64(
+    env: &Env,
+    items: &[Item],
+    budget: Option<std::time::Duration>,
+) -> pipeline::LabelledCorpus {
+    let (f64, opts) = ([Precision::F64], quick());
+    let params = serde_json::Value::Null;
+    pipeline::label_corpus(env, items, &f64, &opts, budget, params)
+        .await
+        .unwrap()
+}
+
 async fn env(db: &str) -> Option<Env> {
     let engine = engine()?;
     let store = Store::connect(Some(db)).await.expect("database");
@@ -104,30 +117,12 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
     let items = tiny_corpus();
 
     // A budget of zero stops before the first measurement: an interrupted run.
-    let lc = pipeline::label_corpus(
-        &env,
-        &items,
-        &[Precision::F64],
-        &quick(),
-        Some(std::time::Duration::ZERO),
-        serde_json::Value::Null,
-    )
-    .await
-    .unwrap();
+    let lc = label_f64(&env, &items, Some(std::time::Duration::ZERO)).await;
     assert!(lc.interrupted);
     let runs = env.store.list_runs().await.unwrap();
     assert_eq!(runs.last().unwrap().status, store::RunStatus::Interrupted);
 
-    let lc = pipeline::label_corpus(
-        &env,
-        &items,
-        &[Precision::F64],
-        &quick(),
-        None,
-        serde_json::Value::Null,
-    )
-    .await
-    .unwrap();
+    let lc = label_f64(&env, &items, None).await;
     assert!(lc.failed.is_empty(), "{:?}", lc.failed);
     assert_eq!(lc.f64.len(), items.len());
     let kernels = trainer::label::kernel_order();
@@ -198,16 +193,7 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
 
     // Resume: nothing is timed again and the labels are the same.
     let before = env.store.measurement_count().await.unwrap();
-    let again = pipeline::label_corpus(
-        &env,
-        &items,
-        &[Precision::F64],
-        &quick(),
-        None,
-        serde_json::Value::Null,
-    )
-    .await
-    .unwrap();
+    let again = label_f64(&env, &items, None).await;
     assert_eq!(env.store.measurement_count().await.unwrap(), before);
     for (a, b) in lc.f64.iter().zip(&again.f64) {
         assert_eq!(a.labels.bins, b.labels.bins);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{device_or_skip, keys, ok, trainer};
+use common::{device_or_skip, keys, ok, still_waiting, trainer};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use store::testing::postgres_database;
@@ -102,13 +102,11 @@ async fn kill_mid_matrix(s: &Store, url: &str, lease_s: f64) -> Option<String> {
     let start = Instant::now();
     let mut since: Option<u64> = None;
     loop {
-        assert!(
-            a.try_wait().unwrap().is_none(),
-            "the worker finished before it could be killed"
-        );
-        assert!(
-            start.elapsed() < Duration::from_secs(180),
-            "the worker never got going"
+        let deadline = start + Duration::from_secs(180);
+        still_waiting(
+            &mut a,
+            deadline,
+            "the worker to hold a matrix half-labelled",
         );
         let n = s.measurement_count().await.unwrap();
         match (held_by_a(&queue(s).await), since) {

@@ -1,7 +1,7 @@
 //! `POST /matrices`, `GET /matrices/{id}`, `DELETE /matrices/{id}`: uploaded matrices.
 
 use super::*;
-use crate::openapi::{BinaryCsrDoc, BytesDoc, MatrixMarketDoc, UploadParams};
+use crate::openapi::{BinaryCsrDoc, BytesDoc, MatrixMarketDoc, PlanParams};
 
 fn on_device(r: &Ready) -> api::OnDevice {
     api::OnDevice {
@@ -27,7 +27,7 @@ fn on_device(r: &Ready) -> api::OnDevice {
     post,
     path = "/matrices",
     tag = "matrices",
-    params(UploadParams),
+    params(PlanParams),
     request_body(
         description = "The matrix: Matrix Market text (gzip accepted with Content-Encoding: gzip or by its magic bytes), a JSON CSR object, or binary CSR without an x section. Values must be finite (NaN and infinities are 422).",
         content(

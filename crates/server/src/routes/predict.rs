@@ -1,7 +1,7 @@
 //! `POST /predict`: the plan for a matrix, without running it.
 
 use super::*;
-use crate::openapi::{BinaryCsrDoc, BytesDoc, MatrixMarketDoc, PredictParams};
+use crate::openapi::{BinaryCsrDoc, BytesDoc, ExplainParams, MatrixMarketDoc, PlanParams};
 
 /// Plan a matrix: features, the plan, the model used, the predicted time.
 ///
@@ -12,7 +12,7 @@ use crate::openapi::{BinaryCsrDoc, BytesDoc, MatrixMarketDoc, PredictParams};
     post,
     path = "/predict",
     tag = "matrices",
-    params(PredictParams),
+    params(ExplainParams, PlanParams),
     request_body(
         description = "The matrix: Matrix Market text (gzip accepted with Content-Encoding: gzip or by its magic bytes), a JSON CSR object, or binary CSR without an x section. Values must be finite (NaN and infinities are 422).",
         content(

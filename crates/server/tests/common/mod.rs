@@ -67,6 +67,16 @@ pub fn have_device(test: &str) -> bool {
     true
 }
 
+/// An app on the shared device ([`test_app`] with `flags`) for the device test
+/// `test`, or `None` where there is no OpenCL platform ([`have_device`]: the
+/// test then skips with the reason printed, or fails under CI).
+pub async fn device_app(test: &str, flags: &[&str]) -> Option<(Router, AppState)> {
+    if !have_device(test) {
+        return None;
+    }
+    Some(test_app(flags).await)
+}
+
 /// The workspace's models folder.
 pub fn models_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models")
@@ -221,6 +231,11 @@ pub fn random_x(n: usize, seed: u64) -> Vec<f64> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
     (0..n).map(|_| rng.gen_range(-2.0..2.0)).collect()
+}
+
+/// A random `nrows` x `ncols` matrix and an x of its width, from one seed.
+pub fn random_problem(nrows: usize, ncols: usize, seed: u64) -> (Csr<f64>, Vec<f64>) {
+    (random_matrix(nrows, ncols, seed), random_x(ncols, seed))
 }
 
 /// The matrix as Matrix Market text.

@@ -5,7 +5,7 @@ use sparse::plan::{KernelId, Plan};
 use sparse::{Features, Scheme, FEATURE_NAMES};
 use store::{
     ContextId, DeviceId, DeviceRecord, FeatureVector, MatrixId, MatrixRecord, MeasurementKey,
-    NewMeasurement, Precision, RunId, Store, Target,
+    NewMeasurement, Precision, RunId, RunRecord, Store, Target,
 };
 
 /// The legacy context, which every migrated database has (id 1).
@@ -20,6 +20,16 @@ pub async fn dev_and_matrix(s: &Store, hash: &str) -> (DeviceId, MatrixId) {
         .await
         .unwrap();
     (d, m)
+}
+
+/// A training run on device `d` in `precision` with `params` and no notes.
+pub fn run_on(d: DeviceId, precision: Precision, params: serde_json::Value) -> RunRecord {
+    RunRecord {
+        device: Some(d),
+        precision: Some(precision),
+        params,
+        notes: String::new(),
+    }
 }
 
 /// A device description.

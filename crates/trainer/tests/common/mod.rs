@@ -4,11 +4,22 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::Instant;
 use store::{Precision, Store, Target};
 
 /// (content hash, scheme code, bin or -1, kernel name or "plan").
 pub type Key = (String, u32, i64, String);
+
+/// Asserts, while a test waits on `child` for `what`, that the child is still
+/// running and that `deadline` has not passed.
+pub fn still_waiting(child: &mut Child, deadline: Instant, what: &str) {
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the process exited while waiting for {what}"
+    );
+    assert!(Instant::now() < deadline, "timed out waiting for {what}");
+}
 
 /// `trainer SUBCOMMAND` on the bundled fixtures (the first `limit`), in f64
 /// with `reps` timed repetitions, into the database at `url`.

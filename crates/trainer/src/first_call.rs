@@ -8,7 +8,7 @@
 //! and the whole single call from the parsed matrix to y ([`end_to_end`]).
 
 use engine::{AnyMatrix, Engine, LaunchMode};
-use selector::{AmortiseContext, AnalysisCosts, Model, Planning, Prediction};
+use selector::{AmortiseContext, Amortised, AnalysisCosts, Model, Planning, Prediction};
 use sparse::{Binning, Csr, Features, Plan, Precision};
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -114,19 +114,23 @@ pub fn plan_lazy_first_call(
     a: &Csr<f64>,
     ctx: &AmortiseContext,
 ) -> (Prediction, Planning, f64) {
-    let (p, ms) = timed(HOST_REPS, || {
-        let cell = OnceLock::new();
-        model.plan_lazy(
-            &cell,
-            || Features::of(a),
-            a.row_ptr(),
-            a.ncols(),
-            1,
-            ctx,
-            false,
-        )
-    });
+    let (p, ms) = timed(HOST_REPS, || plan_one_call(model, a, ctx));
     (p.prediction, p.planning, ms)
+}
+
+/// Plans `a` for one call as an inline /spmv does, from a matrix whose
+/// features are not known yet (computed only if the planner asks).
+fn plan_one_call(model: &Model, a: &Csr<f64>, ctx: &AmortiseContext) -> Amortised {
+    let cell = OnceLock::new();
+    model.plan_lazy(
+        &cell,
+        || Features::of(a),
+        a.row_ptr(),
+        a.ncols(),
+        1,
+        ctx,
+        false,
+    )
 }
 
 /// Wall times of one SpMV from the parsed matrix to y (ms, medians).
@@ -160,16 +164,7 @@ pub fn end_to_end(
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..reps.max(1) {
         let t = Instant::now();
-        let cell = OnceLock::new();
-        let pl = model.plan_lazy(
-            &cell,
-            || Features::of(a),
-            a.row_ptr(),
-            a.ncols(),
-            1,
-            ctx,
-            false,
-        );
+        let pl = plan_one_call(model, a, ctx);
         let dm = engine.upload_as(a, p)?;
         let pp = engine.prepare_binned_any(
             &dm,

@@ -130,18 +130,8 @@ enum Command {
     /// Fit and evaluate both models from a results database, with no device: the
     /// held-out matrices are evaluated from the stored measurements.
     Fit {
-        /// The results database (a path, sqlite:// or postgres:// URL), e.g. one brought back from a GPU.
-        #[arg(long)]
-        from_db: String,
-        /// The device of that database to fit for (exact name or substring); needed
-        /// when it holds several.
-        #[arg(long)]
-        device_name: Option<String>,
-        /// The measurement context to fit on: a context hash (or a prefix of 8+
-        /// hex digits) or `legacy` (timings stored before contexts were recorded).
-        /// Default: the context of this build's kernels and engine version.
-        #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
-        context: Option<String>,
+        #[command(flatten)]
+        db: FromDb,
         /// Keep the trees and card of this device's models in DIR and refit only
         /// their performance model (the card's metrics record it under
         /// `perf_refit`); the new files go to --models-dir as usual.
@@ -403,9 +393,12 @@ async fn main() -> Result<()> {
         }
         Command::Run => run(&c).await,
         Command::Fit {
-            from_db,
-            context,
-            device_name,
+            db:
+                FromDb {
+                    from_db,
+                    device_name,
+                    context,
+                },
             refit_perf_of,
         } => {
             let refit = refit_perf_of.map(|dir| trainer::finish::PerfRefit {
@@ -610,21 +603,31 @@ async fn pick_device(
     Ok(dev.clone())
 }
 
+/// The results database that `fit` and `fit-quick` read, and what in it.
+#[derive(Args, Clone)]
+struct FromDb {
+    /// The results database (a path, sqlite:// or postgres:// URL), e.g. one brought back from a GPU.
+    #[arg(long)]
+    from_db: String,
+    /// The device of that database to fit for (exact name or substring); needed
+    /// when it holds several (`fit-quick`: default, the model's device).
+    #[arg(long)]
+    device_name: Option<String>,
+    /// The measurement context to fit on: a context hash (or a prefix of 8+
+    /// hex digits) or `legacy` (timings stored before contexts were recorded).
+    /// Default: the context of this build's kernels and engine version.
+    #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
+    context: Option<String>,
+}
+
 /// What `trainer fit-quick` is asked.
 #[derive(Args, Clone)]
 struct FitQuickArgs {
     /// The model file.
     #[arg(long)]
     model: PathBuf,
-    /// The results database (a path, sqlite:// or postgres:// URL).
-    #[arg(long)]
-    from_db: String,
-    /// The device of that database (exact name or substring; default: the model's device).
-    #[arg(long)]
-    device_name: Option<String>,
-    /// The measurement context (as for `fit --from-db`).
-    #[arg(long, env = "SPMV_MEASUREMENT_CONTEXT")]
-    context: Option<String>,
+    #[command(flatten)]
+    db: FromDb,
     /// CSV files whose `matrix` column names matrices to leave out of the
     /// fit entirely (e.g. the held-out evaluations), comma separated.
     #[arg(long, value_delimiter = ',')]
@@ -645,13 +648,16 @@ async fn fit_quick(a: &FitQuickArgs) -> Result<()> {
     let mut model = selector::Model::load(&a.model)
         .with_context(|| format!("loading model {}", a.model.display()))?;
     let precision: Precision = model.card.precision.parse().context("model precision")?;
-    let db = a.from_db.as_str();
+    let db = a.db.from_db.as_str();
     let store = store::Store::connect(Some(db))
         .await
         .with_context(|| format!("opening the results database {db}"))?;
-    let wanted = a.device_name.clone().unwrap_or(model.card.device.clone());
+    let wanted =
+        a.db.device_name
+            .clone()
+            .unwrap_or(model.card.device.clone());
     let dev = pick_device(&store, db, Some(&wanted)).await?;
-    let ctx = pick_context(&store, dev.id, precision, a.context.as_deref())
+    let ctx = pick_context(&store, dev.id, precision, a.db.context.as_deref())
         .await?
         .with_context(|| format!("no {precision} measurements of '{wanted}' in {db}"))?;
     let hash = store

@@ -392,34 +392,30 @@ async fn main() -> Result<()> {
             work(&c, &opts, enqueue).await
         }
         Command::Run => run(&c).await,
-        Command::Fit {
-            db:
-                FromDb {
-                    from_db,
-                    device_name,
-                    context,
-                },
-            refit_perf_of,
-        } => {
-            let refit = refit_perf_of.map(|dir| trainer::finish::PerfRefit {
-                models_dir: dir,
-                record: serde_json::json!({
-                    "database": from_db,
-                    "command": std::env::args().collect::<Vec<_>>().join(" "),
-                }),
-            });
-            fit_from_db(
-                &c,
-                &from_db,
-                device_name.as_deref(),
-                context.as_deref(),
-                refit,
-            )
-            .await
-        }
+        Command::Fit { db, refit_perf_of } => fit_command(&c, &db, refit_perf_of).await,
         Command::FitQuick(args) => fit_quick(&args).await,
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
+}
+
+/// `trainer fit --from-db`: both models from a results database, or with
+/// `--refit-perf-of DIR` only the performance part of the models in DIR.
+async fn fit_command(c: &Common, db: &FromDb, refit_perf_of: Option<PathBuf>) -> Result<()> {
+    let refit = refit_perf_of.map(|dir| trainer::finish::PerfRefit {
+        models_dir: dir,
+        record: serde_json::json!({
+            "database": db.from_db,
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+        }),
+    });
+    fit_from_db(
+        c,
+        &db.from_db,
+        db.device_name.as_deref(),
+        db.context.as_deref(),
+        refit,
+    )
+    .await
 }
 
 /// `trainer worker`: the corpus, the device, then claims until the queue is empty.

@@ -893,8 +893,20 @@ fn measure_converges_to_the_ci_target_on_a_small_matrix() {
         ..engine::TimingPolicy::default()
     };
     let est = e.time(&m, &pp, &x, 1, 1).unwrap().median_ms;
-    let st = e.measure(&m, &pp, &x, &policy, est).unwrap();
-    assert!(st.converged, "{st:?}");
+    // A burst of other work on a shared CPU device can keep one measurement
+    // from converging within the cap: the loop must converge in one of three.
+    let mut tries = Vec::new();
+    let st = loop {
+        let st = e.measure(&m, &pp, &x, &policy, est).unwrap();
+        if st.converged || tries.len() == 2 {
+            break st;
+        }
+        tries.push(st);
+    };
+    assert!(
+        st.converged,
+        "no convergence in 3 tries: {tries:?} then {st:?}"
+    );
     assert!(st.ci_rel <= policy.ci_target, "{st:?}");
     assert!(st.reps >= engine::timing::MIN_CI_SAMPLES && st.reps <= policy.ci_max_reps);
     assert!(st.min_ms <= st.median_ms && st.median_ms <= st.max_ms);

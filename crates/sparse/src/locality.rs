@@ -218,7 +218,9 @@ fn scan_block_ends(rows: Range<usize>, row_ptr: &[u32], col_idx: &[u32]) -> RowS
         .zip(&run[1..])
         .map(|(a, b)| u32::from(a >= b))
         .sum();
-    let mut between = 0u32;
+    // Descents between the last entry of one nonempty row and the first of
+    // the next nonempty one.
+    let (mut between, mut seen, mut prev_last) = (0u32, false, 0u32);
     for r in rows {
         let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
         // Branch-free: an empty row reads the run's first entry and counts nothing.
@@ -227,9 +229,9 @@ fn scan_block_ends(rows: Range<usize>, row_ptr: &[u32], col_idx: &[u32]) -> RowS
         let (first, last) = (col_idx[first], col_idx[last]);
         let far = first.abs_diff(r as u32).max(last.abs_diff(r as u32));
         out.far = out.far.max(if nonempty { far } else { 0 });
-        let inner = nonempty && e < e0;
-        let next = col_idx[if inner { e } else { s0 }];
-        between += u32::from(inner && last >= next);
+        between += u32::from(nonempty && seen && prev_last >= first);
+        prev_last = if nonempty { last } else { prev_last };
+        seen |= nonempty;
     }
     out.descents = run_descents - between;
     out

@@ -78,8 +78,9 @@ pub struct Features {
     pub values: Vec<f64>,
 }
 
-/// Rows plus nonzeros read below which the feature pass runs on the
-/// calling thread (about 0.2 ms of work).
+/// Rows plus nonzeros read (rows alone when the column facts are known)
+/// below which the feature pass runs on the calling thread (about 0.2 ms of
+/// work).
 const SEQUENTIAL_BELOW: usize = 1 << 18;
 
 /// Rows per block of the feature pass: each block is folded into one

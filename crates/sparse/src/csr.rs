@@ -1,5 +1,6 @@
 //! The compressed sparse row matrix type, validated once at construction.
 
+use crate::locality::{scan_columns, ColumnFacts};
 use crate::{Scalar, SparseError};
 
 /// Largest row count, column count and nonzero count a matrix may have, so that
@@ -18,6 +19,10 @@ pub const MAX_DIM: usize = i32::MAX as usize;
 /// - `nrows`, `ncols` and `nnz` are at most [`MAX_DIM`].
 ///
 /// Explicit zeros are kept (they are stored entries, as in the Matrix Market file).
+///
+/// The matrix also keeps its [`ColumnFacts`] (band and sampled column
+/// distances), gathered in the pass that validates the column indices; the
+/// arrays cannot be changed in place, so they always describe the pattern.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Csr<T> {
     nrows: usize,
@@ -25,6 +30,7 @@ pub struct Csr<T> {
     row_ptr: Vec<u32>,
     col_idx: Vec<u32>,
     values: Vec<T>,
+    columns: ColumnFacts,
 }
 
 fn check_dim(what: &'static str, value: usize) -> Result<(), SparseError> {
@@ -84,32 +90,17 @@ impl<T: Scalar> Csr<T> {
                 nnz: col_idx.len(),
             });
         }
-        let mut sorted = true;
-        for r in 0..nrows {
-            let (s, e) = (row_ptr[r] as usize, row_ptr[r + 1] as usize);
-            for k in s..e {
-                let c = col_idx[k];
-                if c as usize >= ncols {
-                    return Err(SparseError::ColumnOutOfRange {
-                        row: r,
-                        col: c as u64,
-                        ncols,
-                    });
-                }
-                if k > s && col_idx[k - 1] >= c {
-                    sorted = false;
-                }
-            }
-        }
+        let (sorted, columns) = scan_columns(nrows, ncols, &row_ptr, &col_idx)?;
         let mut m = Csr {
             nrows,
             ncols,
             row_ptr,
             col_idx,
             values,
+            columns,
         };
         if !sorted {
-            m.canonicalize();
+            m.canonicalize()?;
         }
         Ok(m)
     }
@@ -171,13 +162,16 @@ impl<T: Scalar> Csr<T> {
             row_ptr,
             col_idx,
             values,
+            columns: ColumnFacts::default(),
         };
-        m.canonicalize();
+        m.canonicalize()?;
         Ok(m)
     }
 
-    /// Sorts each row by column and sums duplicates, compacting the arrays.
-    fn canonicalize(&mut self) {
+    /// Sorts each row by column and sums duplicates, compacting the arrays,
+    /// and gathers the column facts of the result (every index was checked
+    /// before, so the scan finds no error).
+    fn canonicalize(&mut self) -> Result<(), SparseError> {
         let mut out = 0usize;
         let mut start = 0usize;
         let mut scratch: Vec<(u32, T)> = Vec::new();
@@ -210,6 +204,9 @@ impl<T: Scalar> Csr<T> {
         }
         self.col_idx.truncate(out);
         self.values.truncate(out);
+        // Summed duplicates change the distances and the sample: scan again.
+        (_, self.columns) = scan_columns(self.nrows, self.ncols, &self.row_ptr, &self.col_idx)?;
+        Ok(())
     }
 
     /// An `nrows x ncols` matrix with no stored entries.
@@ -252,6 +249,10 @@ impl<T: Scalar> Csr<T> {
     pub fn values(&self) -> &[T] {
         &self.values
     }
+    /// Band and sampled column distances, gathered when the matrix was built.
+    pub fn column_facts(&self) -> ColumnFacts {
+        self.columns
+    }
     /// Number of stored entries of row `r`.
     pub fn row_len(&self, r: usize) -> usize {
         (self.row_ptr[r + 1] - self.row_ptr[r]) as usize
@@ -284,6 +285,7 @@ impl<T: Scalar> Csr<T> {
                 .iter()
                 .map(|v| U::from_f64(v.to_f64()))
                 .collect(),
+            columns: self.columns,
         }
     }
 

@@ -2,6 +2,7 @@
 //! min, max) plus what its Section IV-C asks for (row-length histogram, empty
 //! rows, share of nonzeros in long rows, column locality), in one fixed order.
 
+use crate::locality::{sample_stride, ColumnFacts, SAMPLE_BLOCK};
 use crate::{Csr, Scalar};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -77,14 +78,16 @@ pub struct Features {
     pub values: Vec<f64>,
 }
 
-/// Rows plus nonzeros read below which the feature pass runs on the
-/// calling thread (about 0.2 ms of work).
+/// Rows plus nonzeros read (rows alone when the column facts are known)
+/// below which the feature pass runs on the calling thread (about 0.2 ms of
+/// work).
 const SEQUENTIAL_BELOW: usize = 1 << 18;
 
 /// Rows per block of the feature pass: each block is folded into one
 /// accumulator in place (folding row by row would move the accumulator,
-/// histogram included, once per row).
-const BLOCK: usize = 4096;
+/// histogram included, once per row). Also the block of the column-distance
+/// sample.
+const BLOCK: usize = SAMPLE_BLOCK;
 
 /// What one block of rows contributes to the features: one pass over rows
 /// gives length statistics, the histogram and column locality.
@@ -175,19 +178,27 @@ struct RowPass<'a> {
     /// the matrix is large (about 2^19 entries read at most), so that the
     /// analysis stays well under the cost of one SpMV; everything else is exact.
     stride: usize,
+    /// The column facts when the matrix already has them: then the pass
+    /// reads the row pointer only.
+    columns: Option<ColumnFacts>,
 }
 
 impl<'a> RowPass<'a> {
-    fn new(nrows: usize, row_ptr: &'a [u32], col_idx: &'a [u32]) -> Self {
+    fn new(
+        nrows: usize,
+        row_ptr: &'a [u32],
+        col_idx: &'a [u32],
+        columns: Option<ColumnFacts>,
+    ) -> Self {
         let nnz = col_idx.len();
         let mean = nnz as f64 / nrows.max(1) as f64;
-        let nblocks = nrows.div_ceil(BLOCK);
         RowPass {
             nrows,
             row_ptr,
             col_idx,
             long_len: (4.0 * mean).floor() as usize,
-            stride: nnz.div_ceil(1 << 19).clamp(1, nblocks.max(1)),
+            stride: sample_stride(nrows, nnz),
+            columns,
         }
     }
 
@@ -222,7 +233,9 @@ impl<'a> RowPass<'a> {
         let mut a = Acc::ZERO;
         length_stats(lens, self.long_len, &mut a);
         histogram(lens, (a.min, a.max), &mut a.hist);
-        if b.is_multiple_of(self.stride) {
+        if self.columns.is_some() {
+            // Known from the matrix: filled in once, after the blocks.
+        } else if b.is_multiple_of(self.stride) {
             // Every entry is read: the band is the largest distance.
             let (sum, far) = self.distance(lo, rp);
             a.band = far;
@@ -375,26 +388,32 @@ fn histogram(lens: &[u32], (min, max): (usize, usize), hist: &mut [usize; HIST_B
 }
 
 impl Features {
-    /// Computes the features of a matrix (its pattern only; values are not read).
+    /// Computes the features of a matrix (its pattern only; values are not
+    /// read). The column facts come from the matrix, gathered when it was
+    /// built, so this pass reads the row pointer only.
     pub fn of<T: Scalar>(a: &Csr<T>) -> Self {
-        Self::of_pattern(a.nrows(), a.ncols(), a.row_ptr(), a.col_idx())
+        let facts = a.column_facts();
+        let parallel = a.nrows() >= SEQUENTIAL_BELOW;
+        let (rp, ci) = (a.row_ptr(), a.col_idx());
+        Self::of_pattern_on(a.nrows(), a.ncols(), (rp, ci, Some(facts)), parallel)
     }
 
-    /// Computes the features from the CSR pattern arrays.
+    /// Computes the features from the CSR pattern arrays (the same values as
+    /// [`Features::of`], the column indices read here).
     pub fn of_pattern(nrows: usize, ncols: usize, row_ptr: &[u32], col_idx: &[u32]) -> Self {
         let parallel = nrows + col_idx.len().min(1 << 19) >= SEQUENTIAL_BELOW;
-        Self::of_pattern_on(nrows, ncols, row_ptr, col_idx, parallel)
+        Self::of_pattern_on(nrows, ncols, (row_ptr, col_idx, None), parallel)
     }
 
-    /// [`Features::of_pattern`] on the thread pool or on this thread.
+    /// [`Features::of_pattern`] on the thread pool or on this thread, the
+    /// column facts read from the pattern unless given.
     fn of_pattern_on(
         nrows: usize,
         ncols: usize,
-        row_ptr: &[u32],
-        col_idx: &[u32],
+        (row_ptr, col_idx, columns): (&[u32], &[u32], Option<ColumnFacts>),
         parallel: bool,
     ) -> Self {
-        let pass = RowPass::new(nrows, row_ptr, col_idx);
+        let pass = RowPass::new(nrows, row_ptr, col_idx, columns);
         let nblocks = nrows.div_ceil(BLOCK);
         // A small matrix is read on this thread: waking the thread pool costs
         // more than the pass (tens of microseconds, much more on a busy
@@ -409,6 +428,14 @@ impl Features {
                 .map(|b| pass.block(b))
                 .reduce(|| Acc::ZERO, Acc::merge)
         };
+        let mut acc = acc;
+        if let Some(f) = columns {
+            // Exact integers below 2^53 (as the blocks' sums are), so the
+            // same value as the blocks' partial sums added in any order.
+            acc.band = f.band;
+            acc.dist = f.dist_sum as f64;
+            acc.dist_nnz = f.dist_nnz as usize;
+        }
         let v = acc.values(nrows, ncols, col_idx.len());
         debug_assert_eq!(v.len(), FEATURE_NAMES.len());
         Features { values: v }
@@ -457,8 +484,8 @@ mod tests {
             ci.extend(cols);
             rp.push(ci.len() as u32);
         }
-        let par = Features::of_pattern_on(n, n, &rp, &ci, true);
-        let seq = Features::of_pattern_on(n, n, &rp, &ci, false);
+        let par = Features::of_pattern_on(n, n, (&rp, &ci, None), true);
+        let seq = Features::of_pattern_on(n, n, (&rp, &ci, None), false);
         assert_eq!(par, seq);
         assert_eq!(par, Features::of_pattern(n, n, &rp, &ci));
     }
@@ -466,7 +493,7 @@ mod tests {
     /// The features computed row by row in the plainest way (the sampling
     /// rule of [`RowPass`] included), to hold the blocked, vectorised pass to.
     fn plain(nrows: usize, ncols: usize, rp: &[u32], ci: &[u32]) -> Vec<f64> {
-        let pass = RowPass::new(nrows, rp, ci);
+        let pass = RowPass::new(nrows, rp, ci, None);
         let mut a = Acc::ZERO;
         let mut sq = 0u128;
         for r in 0..nrows {
@@ -521,7 +548,7 @@ mod tests {
             }
             let want = plain(n, n, &rp, &ci);
             for parallel in [false, true] {
-                let got = Features::of_pattern_on(n, n, &rp, &ci, parallel);
+                let got = Features::of_pattern_on(n, n, (&rp, &ci, None), parallel);
                 let (g, w): (Vec<u64>, Vec<u64>) = (
                     got.values.iter().map(|v| v.to_bits()).collect(),
                     want.iter().map(|v| v.to_bits()).collect(),
@@ -529,7 +556,7 @@ mod tests {
                 assert_eq!(g, w, "{n} rows, parallel {parallel}");
             }
             // The AVX2 build of a block and the portable one agree.
-            let pass = RowPass::new(n, &rp, &ci);
+            let pass = RowPass::new(n, &rp, &ci, None);
             for b in 0..n.div_ceil(BLOCK) {
                 let (x, y) = (pass.block(b), pass.block_portable(b));
                 assert_eq!(x.values(n, n, ci.len()), y.values(n, n, ci.len()));

@@ -719,8 +719,7 @@ mod tests {
     use super::*;
     use crate::tree::{Node, Tree};
     use crate::vector::spread;
-    use crate::{fit_perf, plan_vector, single_vector, FeatureOrder, ModelCard, PerfParams};
-    use crate::{PerfSample, TrainParams, MODEL_FORMAT_VERSION};
+    use crate::{fit_perf, plan_vector, single_vector, ModelCard, PerfParams, PerfSample};
     use sparse::Csr;
 
     /// Blocks of 10 rows alternating between 2 and 40 nonzeros a row: under
@@ -738,22 +737,10 @@ mod tests {
 
     /// Stage 1: always U = 10; stage 2: serial below a mean row length of 8, else vector.
     fn model() -> Model {
-        let card = ModelCard {
-            version: MODEL_FORMAT_VERSION,
-            device: "test".into(),
-            precision: "f64".into(),
-            feature_order: FeatureOrder::current(),
-            corpus: "test".into(),
-            created: "2026-01-01".into(),
-            hyper_parameters: TrainParams::default(),
-            metrics: serde_json::Value::Null,
-            schemes: vec![Scheme::Granularity(10)],
-            kernels: vec![KernelId::Serial, KernelId::Vector],
-            vendor: None,
-            driver: None,
-            device_type: None,
-            kernel_sources: None,
-        };
+        let card = ModelCard::for_test(
+            vec![KernelId::Serial, KernelId::Vector],
+            serde_json::Value::Null,
+        );
         let stage1 = Tree {
             nodes: vec![Node::Leaf { class: 0 }],
         };

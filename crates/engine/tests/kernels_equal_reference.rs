@@ -190,18 +190,6 @@ fn shared_dir() -> Option<PathBuf> {
     m.is_dir().then_some(m)
 }
 
-fn mtx_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx")
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn every_kernel_equals_reference_on_real_matrices() {
     let Some(e) = engine() else { return };
@@ -217,7 +205,7 @@ fn every_kernel_equals_reference_on_real_matrices() {
             fixtures
         }
     };
-    let files = mtx_files(&dir);
+    let files = sparse::mm::matrix_files(&dir).unwrap();
     assert!(!files.is_empty(), "no matrices in {}", dir.display());
     let opts = sparse::mm::ReadOptions {
         complex_real_part: true,
@@ -457,6 +445,22 @@ fn copy_bandwidth_is_measured() {
     assert!(bw.gbps.is_finite() && bw.gbps > 0.0, "{bw:?}");
 }
 
+/// `e` with GPU-like small work-groups (128, CSR-Adaptive 32) and tiny
+/// CSR-Adaptive blocks (16 nonzeros, multiplier 2) in both precisions, then
+/// `more` applied to each precision's parameters.
+fn with_small_blocks(mut e: Engine, more: impl Fn(&mut engine::KernelParams)) -> Engine {
+    for p in [engine::Precision::F32, engine::Precision::F64] {
+        let mut k = engine::KernelParams::defaults(p);
+        k.wg_size = 128;
+        k.adaptive_wg = 32;
+        k.nnz_per_wg = 16;
+        k.nnz_multiplier = 2;
+        more(&mut k);
+        e = e.with_params(p, k).unwrap();
+    }
+    e
+}
+
 #[test]
 fn small_blocks_and_chunks_stress_split_rows_and_carries() {
     // GPU-like and extreme parameters: tiny CSR-Adaptive blocks (many split rows,
@@ -464,16 +468,7 @@ fn small_blocks_and_chunks_stress_split_rows_and_carries() {
     if engine().is_none() {
         return;
     }
-    let mut e = Engine::new(None).unwrap();
-    for p in [engine::Precision::F32, engine::Precision::F64] {
-        let mut k = engine::KernelParams::defaults(p);
-        k.wg_size = 128;
-        k.adaptive_wg = 32;
-        k.nnz_per_wg = 16;
-        k.nnz_multiplier = 2;
-        k.mp_items = 7;
-        e = e.with_params(p, k).unwrap();
-    }
+    let e = with_small_blocks(Engine::new(None).unwrap(), |k| k.mp_items = 7);
     let cases: Vec<(String, Csr<f64>)> = vec![
         ("mixed lengths".into(), gen::mixed_lengths(500, 51).unwrap()),
         ("one huge row".into(), gen::one_huge_row(5000).unwrap()),
@@ -647,16 +642,7 @@ fn the_shuffle_path_logic_equals_reference_with_emulated_shuffles() {
         assert_eq!(e.reduction_path(p).unwrap(), ReductionPath::EmulatedShuffle);
     }
     check_both_precisions(&e, &awkward_cases());
-    let mut small = Engine::with_config(&cfg).unwrap();
-    for p in [engine::Precision::F32, engine::Precision::F64] {
-        let mut k = engine::KernelParams::defaults(p);
-        k.wg_size = 128;
-        k.vector_wg = 64;
-        k.adaptive_wg = 32;
-        k.nnz_per_wg = 16;
-        k.nnz_multiplier = 2;
-        small = small.with_params(p, k).unwrap();
-    }
+    let small = with_small_blocks(Engine::with_config(&cfg).unwrap(), |k| k.vector_wg = 64);
     let cases: Vec<(String, Csr<f64>)> = vec![
         ("mixed lengths".into(), gen::mixed_lengths(500, 61).unwrap()),
         ("power law".into(), gen::power_law(3000, 6.0, 62).unwrap()),

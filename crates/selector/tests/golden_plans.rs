@@ -48,16 +48,7 @@ fn shared_files() -> Option<Vec<PathBuf>> {
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest().join("../../../shared"))
         .join("matrices");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let s = p.to_string_lossy();
-            s.ends_with(".mtx.gz") || s.ends_with(".mtx")
-        })
-        .collect();
-    v.sort();
-    Some(v)
+    sparse::mm::matrix_files(&dir).ok()
 }
 
 /// Generated matrices large enough for the parallel feature pass, the sampled

@@ -14,15 +14,7 @@ fn shared_matrices() -> Option<Vec<PathBuf>> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
         .join("matrices");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx")
-        })
-        .collect();
-    v.sort();
-    Some(v)
+    sparse::mm::matrix_files(&dir).ok()
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Matrix Market variants read into the hand-computed CSR, and read -> write -> read
 //! gives the same matrix bit for bit.
 
-use sparse::mm::{read_bytes, read_path, read_str, write, write_path, ReadOptions};
+use sparse::mm::{matrix_files, read_bytes, read_path, read_str, write, write_path, ReadOptions};
 use sparse::{Csr, Scalar};
 use std::path::{Path, PathBuf};
 
@@ -256,22 +256,12 @@ fn shared_matrices() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-fn mtx_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn fixtures_roundtrip_in_both_precisions() {
     let opts = ReadOptions {
         complex_real_part: true,
     };
-    let files = mtx_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data"));
+    let files = matrix_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")).unwrap();
     assert!(files.len() >= 4);
     for f in files {
         roundtrip(&read_path::<f64>(&f, &opts).unwrap());
@@ -289,7 +279,7 @@ fn shared_matrices_roundtrip() {
     let opts = ReadOptions {
         complex_real_part: true,
     };
-    let files = mtx_files(&dir);
+    let files = matrix_files(&dir).unwrap();
     for f in &files {
         roundtrip(&read_path::<f64>(f, &opts).unwrap_or_else(|e| panic!("{}: {e}", f.display())));
     }

@@ -174,6 +174,21 @@ impl AnalysisCosts {
         }
     }
 
+    /// The fixed costs of the unit tests' contexts (5 ns a virtual row, 10 ns
+    /// a listed row, 0.02 ms a launch) with the given feature-pass costs.
+    #[cfg(test)]
+    pub(crate) fn for_test(features_ns_per_row: f64, features_ns_per_entry: f64) -> Self {
+        AnalysisCosts {
+            bin_ns_per_virtual_row: 5.0,
+            list_ns_per_row: 10.0,
+            launch_ms: 0.02,
+            features_ns_fixed: 0.0,
+            features_ns_per_row,
+            features_ns_per_entry,
+            source: "test".into(),
+        }
+    }
+
     /// The estimated cost of the feature pass over `rows` rows and `nnz`
     /// nonzeros (ms).
     pub fn features_ms(&self, rows: usize, nnz: usize) -> f64 {
@@ -762,15 +777,7 @@ mod tests {
 
     fn ctx(gbps: Option<f64>) -> AmortiseContext {
         AmortiseContext {
-            costs: AnalysisCosts {
-                bin_ns_per_virtual_row: 5.0,
-                list_ns_per_row: 10.0,
-                launch_ms: 0.02,
-                features_ns_fixed: 0.0,
-                features_ns_per_row: 10.0,
-                features_ns_per_entry: 2.0,
-                source: "test".into(),
-            },
+            costs: AnalysisCosts::for_test(10.0, 2.0),
             copy_gbps: gbps,
             value_bytes: 8,
         }

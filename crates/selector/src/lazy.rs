@@ -208,15 +208,7 @@ mod tests {
 
     fn ctx() -> AmortiseContext {
         AmortiseContext {
-            costs: AnalysisCosts {
-                bin_ns_per_virtual_row: 5.0,
-                list_ns_per_row: 10.0,
-                launch_ms: 0.02,
-                features_ns_fixed: 0.0,
-                features_ns_per_row: 20.0,
-                features_ns_per_entry: 3.0,
-                source: "test".into(),
-            },
+            costs: AnalysisCosts::for_test(20.0, 3.0),
             copy_gbps: Some(10.0),
             value_bytes: 8,
         }

@@ -15,6 +15,7 @@ use engine::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparse::spmv::{compare, spmv_ref};
+use sparse::testing::{missing, shared_dir};
 use sparse::{gen, Binning, Csr, KernelId, Plan, Scheme};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -29,8 +30,10 @@ fn engine() -> Option<&'static Engine> {
                 Some(e)
             }
             Err(EngineError::NoPlatform(why)) => {
-                must_not_skip(&format!("an OpenCL platform ({why})"));
-                eprintln!("SKIP: no OpenCL platform at all ({why})");
+                missing(
+                    &format!("an OpenCL platform ({why})"),
+                    &format!("SKIP: no OpenCL platform at all ({why})"),
+                );
                 None
             }
             Err(e) => panic!("an OpenCL platform exists but the engine failed to start: {e}"),
@@ -182,26 +185,18 @@ fn every_kernel_equals_reference_on_awkward_matrices() {
     check_both_precisions(e, &awkward_cases());
 }
 
-fn shared_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("SPMV_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let m = dir.join("matrices");
-    m.is_dir().then_some(m)
-}
-
 #[test]
 fn every_kernel_equals_reference_on_real_matrices() {
     let Some(e) = engine() else { return };
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sparse/tests/data");
-    let dir = match shared_dir() {
+    let dir = match shared_dir("matrices") {
         Some(d) => d,
         None => {
-            must_not_skip("../shared/matrices");
-            eprintln!(
+            let instead = format!(
                 "shared matrices not found (../shared/matrices); using the fixtures in {}",
                 fixtures.display()
             );
+            missing("../shared/matrices", &instead);
             fixtures
         }
     };
@@ -846,15 +841,6 @@ fn the_wire_path_gives_the_bits_of_the_staged_path() {
     for (name, a) in &cases {
         both::<f32>(e, name, a);
         both::<f64>(e, name, a);
-    }
-}
-
-/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
-/// data folder fails the test instead of skipping it.
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
     }
 }
 

@@ -156,6 +156,24 @@ impl Resp {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
+    /// Asserts a 200 answer (`what` and the body in the failure message); gives
+    /// its JSON.
+    pub fn json_ok(&self, what: &str) -> Value {
+        let body = String::from_utf8_lossy(&self.body);
+        assert_eq!(self.status, 200, "{what}: {body}");
+        self.json()
+    }
+
+    /// Asserts an error answer with `status` and error code `code` (the body
+    /// in the failure message); gives the error message.
+    pub fn error_of(&self, status: u16, code: &str) -> String {
+        let body = String::from_utf8_lossy(&self.body);
+        assert_eq!(self.status.as_u16(), status, "{body}");
+        let (c, message) = self.error();
+        assert_eq!(c, code, "{body}");
+        message
+    }
+
     /// The error code and message of an error body.
     pub fn error(&self) -> (String, String) {
         let v = self.json();
@@ -169,6 +187,15 @@ impl Resp {
                 .unwrap_or_else(|| panic!("no error message in {v}"))
                 .to_string(),
         )
+    }
+}
+
+/// Waits until the device queue holds no job, failing with `stuck` after `within`.
+pub async fn queue_empties(state: &AppState, within: std::time::Duration, stuck: &str) {
+    let t = std::time::Instant::now();
+    while state.queue().in_flight() != 0 {
+        assert!(t.elapsed() < within, "{stuck}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 

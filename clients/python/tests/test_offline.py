@@ -116,3 +116,32 @@ def test_api_key_is_sent_as_a_bearer_token():
     assert c._http._headers["Authorization"] == "Bearer " + "k" * 16
     assert c._http._prefix == "/prefix"
     assert "Authorization" not in Client("http://127.0.0.1:1")._http._headers
+
+
+class _Recorded:
+    """A reply whose JSON is fixed, for a client whose requests are recorded."""
+
+    def __init__(self, answer):
+        self._answer = answer
+
+    def json(self):
+        return self._answer
+
+
+def test_upload_and_predict_send_binary_csr_with_the_planning_parameters(monkeypatch):
+    sent = []
+
+    def record(self, method, path, params=None, data=None, headers=None, read_into=None):
+        sent.append((method, path, dict(params), data, headers["Content-Type"]))
+        return _Recorded({"id": "m1"})
+
+    monkeypatch.setattr(Client, "_request", record)
+    c = Client("http://localhost:1")
+    A = small()
+    assert c.upload(A, precision="f32", expected_calls=7) == "m1"
+    c.predict(A, explain=True)
+    body, kind = csrbin.encode(*as_csr_arrays(A), value_width=8), csrbin.CONTENT_TYPE
+    assert sent == [
+        ("POST", "/matrices", {"expected_calls": "7", "precision": "f32"}, body, kind),
+        ("POST", "/predict", {"explain": "true"}, body, kind),
+    ]

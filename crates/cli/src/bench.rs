@@ -188,16 +188,7 @@ pub(crate) fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-                .with_context(|| format!("listing {}", p.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    let s = f.to_string_lossy();
-                    s.ends_with(".mtx") || s.ends_with(".mtx.gz")
-                })
-                .collect();
-            v.sort();
-            out.extend(v);
+            out.extend(sparse::mm::matrix_files(p)?);
         } else {
             out.push(p.clone());
         }

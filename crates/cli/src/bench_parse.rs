@@ -45,11 +45,6 @@ pub(crate) fn default_dir() -> PathBuf {
     }
 }
 
-fn is_mtx(p: &Path) -> bool {
-    let s = p.to_string_lossy();
-    s.ends_with(".mtx") || s.ends_with(".mtx.gz")
-}
-
 /// Expands folders into their largest Matrix Market files.
 fn collect_files(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
     let paths = if args.paths.is_empty() {
@@ -63,7 +58,7 @@ fn collect_files(args: &Args) -> anyhow::Result<Vec<PathBuf>> {
             let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(&p)
                 .with_context(|| format!("listing {}", p.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| is_mtx(f))
+                .filter(|f| sparse::mm::is_matrix_file(f))
                 .filter_map(|f| Some((f.metadata().ok()?.len(), f)))
                 .collect();
             files.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -137,20 +137,23 @@ fn compute(
     Ok(e.execute_any(&m, &pp, x)?)
 }
 
+/// An optional flag's value parsed; a value that does not parse is a usage
+/// error naming the flag.
+fn parse_flag<T>(flag: &str, value: Option<&str>) -> Result<Option<T>, crate::UsageError>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    value
+        .map(str::parse::<T>)
+        .transpose()
+        .map_err(|e| crate::UsageError(format!("{flag}: {e}")))
+}
+
 /// Runs `spmv run`.
 pub fn run(args: Args) -> Result<()> {
-    let kernel = args
-        .kernel
-        .as_deref()
-        .map(str::parse::<KernelId>)
-        .transpose()
-        .map_err(|e| crate::UsageError(format!("--kernel: {e}")))?;
-    let scheme = args
-        .scheme
-        .as_deref()
-        .map(str::parse::<Scheme>)
-        .transpose()
-        .map_err(|e| crate::UsageError(format!("--scheme: {e}")))?;
+    let kernel: Option<KernelId> = parse_flag("--kernel", args.kernel.as_deref())?;
+    let scheme: Option<Scheme> = parse_flag("--scheme", args.scheme.as_deref())?;
     let mode: LaunchMode = args.mode.parse()?;
     let opts = ReadOptions {
         complex_real_part: args.real_part,

@@ -48,6 +48,19 @@ fn assert_exit(o: &Output, code: i32) {
     );
 }
 
+/// Runs `spmv`, asserts it succeeded, and gives its standard output.
+fn stdout_of(args: &[&str]) -> String {
+    let o = spmv(args);
+    assert_exit(&o, 0);
+    text(&o.stdout)
+}
+
+/// Asserts that an output stream holds `want` (the stream is the message).
+fn assert_says(stream: &[u8], want: &str) {
+    let t = text(stream);
+    assert!(t.contains(want), "wanted {want:?} in:\n{t}");
+}
+
 const CAN: &str = "HB__can_229.mtx.gz";
 
 #[test]
@@ -69,9 +82,7 @@ fn run_prints_y_equal_to_the_reference_in_both_precisions() {
         sparse::mm::read_path(std::path::Path::new(&fixture(CAN)), &Default::default()).unwrap();
     let y_ref = sparse::spmv::spmv_ref(&a, &vec![1.0; 229]).unwrap();
     for p in ["f32", "f64"] {
-        let o = spmv(&["run", &fixture(CAN), "--precision", p]);
-        assert_exit(&o, 0);
-        let y: Vec<f64> = text(&o.stdout)
+        let y: Vec<f64> = stdout_of(&["run", &fixture(CAN), "--precision", p])
             .lines()
             .map(|l| l.trim().parse().expect("one number per line"))
             .collect();
@@ -95,9 +106,8 @@ fn run_with_every_named_kernel_and_a_scheme() {
         "merge_path",
         "merge_tile",
     ] {
-        let o = spmv(&["run", &fixture(CAN), "--kernel", k]);
-        assert_exit(&o, 0);
-        assert_eq!(text(&o.stdout).lines().count(), 229, "{k}");
+        let y = stdout_of(&["run", &fixture(CAN), "--kernel", k]);
+        assert_eq!(y.lines().count(), 229, "{k}");
     }
     let o = spmv(&["run", &fixture(CAN), "--scheme", "10", "--mode", "per_bin"]);
     assert_exit(&o, 0);
@@ -124,7 +134,7 @@ fn predict_prints_a_plan_that_covers_every_row() {
 
 #[test]
 fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
-    let o = spmv(&[
+    let out = stdout_of(&[
         "bench",
         &fixture(CAN),
         "--csv",
@@ -137,8 +147,6 @@ fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
         "--copy-mb",
         "8",
     ]);
-    assert_exit(&o, 0);
-    let out = text(&o.stdout);
     let mut lines = out.lines().filter(|l| !l.starts_with('#'));
     let header: Vec<&str> = lines.next().expect("header").split(',').collect();
     // scripts/gpu-campaign.sh and the reports read these columns by name.
@@ -186,11 +194,7 @@ fn bench_parse_reports_throughput_without_scipy() {
         "1",
     ]);
     assert_exit(&o, 0);
-    assert!(
-        text(&o.stdout).contains("HB__can_229"),
-        "{}",
-        text(&o.stdout)
-    );
+    assert_says(&o.stdout, "HB__can_229");
 }
 
 #[test]
@@ -217,7 +221,7 @@ fn unknown_flags_kernels_and_schemes_are_usage_errors() {
 fn bad_data_is_65_and_a_missing_file_66() {
     let o = spmv(&["info", &bad_file("index_zero.mtx")]);
     assert_exit(&o, 65);
-    assert!(text(&o.stderr).contains("line"), "{}", text(&o.stderr));
+    assert_says(&o.stderr, "line");
     assert_exit(&spmv(&["run", &bad_file("banner_misspelled.mtx")]), 65);
     assert_exit(&spmv(&["info", "/no/such/file.mtx"]), 66);
     // An x file of the wrong length is bad data too.
@@ -226,11 +230,7 @@ fn bad_data_is_65_and_a_missing_file_66() {
     std::fs::write(&x, "1\n2\n3\n").unwrap();
     let o = spmv(&["run", &fixture(CAN), "--x", x.to_str().unwrap()]);
     assert_exit(&o, 65);
-    assert!(
-        text(&o.stderr).contains("229 columns"),
-        "{}",
-        text(&o.stderr)
-    );
+    assert_says(&o.stderr, "229 columns");
 }
 
 #[test]

@@ -61,31 +61,27 @@ pub trait DeviceScalar: Scalar + ocl::OclPrm {
     fn values(v: &[Self]) -> Values<'_>;
 }
 
-impl DeviceScalar for f32 {
-    const PRECISION: Precision = Precision::F32;
-    fn any_matrix(m: DeviceMatrix<f32>) -> AnyMatrix {
-        AnyMatrix::F32(m)
-    }
-    fn any_plan(p: PreparedPlan<f32>) -> AnyPlan {
-        AnyPlan::F32(p)
-    }
-    fn values(v: &[f32]) -> Values<'_> {
-        Values::F32(v)
-    }
+/// Implements [`DeviceScalar`] for a primitive whose precision, matrix, plan
+/// and values variants share one name (`F32`, `F64`).
+macro_rules! device_scalar {
+    ($t:ty, $variant:ident) => {
+        impl DeviceScalar for $t {
+            const PRECISION: Precision = Precision::$variant;
+            fn any_matrix(m: DeviceMatrix<$t>) -> AnyMatrix {
+                AnyMatrix::$variant(m)
+            }
+            fn any_plan(p: PreparedPlan<$t>) -> AnyPlan {
+                AnyPlan::$variant(p)
+            }
+            fn values(v: &[$t]) -> Values<'_> {
+                Values::$variant(v)
+            }
+        }
+    };
 }
 
-impl DeviceScalar for f64 {
-    const PRECISION: Precision = Precision::F64;
-    fn any_matrix(m: DeviceMatrix<f64>) -> AnyMatrix {
-        AnyMatrix::F64(m)
-    }
-    fn any_plan(p: PreparedPlan<f64>) -> AnyPlan {
-        AnyPlan::F64(p)
-    }
-    fn values(v: &[f64]) -> Values<'_> {
-        Values::F64(v)
-    }
-}
+device_scalar!(f32, F32);
+device_scalar!(f64, F64);
 
 /// Merge-path items per work-item on CPU devices.
 const CPU_MP_ITEMS: usize = 4096;

@@ -15,6 +15,7 @@ use engine::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sparse::spmv::{compare, spmv_ref};
+use sparse::testing::{missing, shared_dir};
 use sparse::{gen, Binning, Csr, KernelId, Plan, Scheme};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -29,8 +30,10 @@ fn engine() -> Option<&'static Engine> {
                 Some(e)
             }
             Err(EngineError::NoPlatform(why)) => {
-                must_not_skip(&format!("an OpenCL platform ({why})"));
-                eprintln!("SKIP: no OpenCL platform at all ({why})");
+                missing(
+                    &format!("an OpenCL platform ({why})"),
+                    &format!("SKIP: no OpenCL platform at all ({why})"),
+                );
                 None
             }
             Err(e) => panic!("an OpenCL platform exists but the engine failed to start: {e}"),
@@ -182,42 +185,22 @@ fn every_kernel_equals_reference_on_awkward_matrices() {
     check_both_precisions(e, &awkward_cases());
 }
 
-fn shared_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("SPMV_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let m = dir.join("matrices");
-    m.is_dir().then_some(m)
-}
-
-fn mtx_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx")
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn every_kernel_equals_reference_on_real_matrices() {
     let Some(e) = engine() else { return };
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sparse/tests/data");
-    let dir = match shared_dir() {
+    let dir = match shared_dir("matrices") {
         Some(d) => d,
         None => {
-            must_not_skip("../shared/matrices");
-            eprintln!(
+            let instead = format!(
                 "shared matrices not found (../shared/matrices); using the fixtures in {}",
                 fixtures.display()
             );
+            missing("../shared/matrices", &instead);
             fixtures
         }
     };
-    let files = mtx_files(&dir);
+    let files = sparse::mm::matrix_files(&dir).unwrap();
     assert!(!files.is_empty(), "no matrices in {}", dir.display());
     let opts = sparse::mm::ReadOptions {
         complex_real_part: true,
@@ -457,6 +440,22 @@ fn copy_bandwidth_is_measured() {
     assert!(bw.gbps.is_finite() && bw.gbps > 0.0, "{bw:?}");
 }
 
+/// `e` with GPU-like small work-groups (128, CSR-Adaptive 32) and tiny
+/// CSR-Adaptive blocks (16 nonzeros, multiplier 2) in both precisions, then
+/// `more` applied to each precision's parameters.
+fn with_small_blocks(mut e: Engine, more: impl Fn(&mut engine::KernelParams)) -> Engine {
+    for p in [engine::Precision::F32, engine::Precision::F64] {
+        let mut k = engine::KernelParams::defaults(p);
+        k.wg_size = 128;
+        k.adaptive_wg = 32;
+        k.nnz_per_wg = 16;
+        k.nnz_multiplier = 2;
+        more(&mut k);
+        e = e.with_params(p, k).unwrap();
+    }
+    e
+}
+
 #[test]
 fn small_blocks_and_chunks_stress_split_rows_and_carries() {
     // GPU-like and extreme parameters: tiny CSR-Adaptive blocks (many split rows,
@@ -464,16 +463,7 @@ fn small_blocks_and_chunks_stress_split_rows_and_carries() {
     if engine().is_none() {
         return;
     }
-    let mut e = Engine::new(None).unwrap();
-    for p in [engine::Precision::F32, engine::Precision::F64] {
-        let mut k = engine::KernelParams::defaults(p);
-        k.wg_size = 128;
-        k.adaptive_wg = 32;
-        k.nnz_per_wg = 16;
-        k.nnz_multiplier = 2;
-        k.mp_items = 7;
-        e = e.with_params(p, k).unwrap();
-    }
+    let e = with_small_blocks(Engine::new(None).unwrap(), |k| k.mp_items = 7);
     let cases: Vec<(String, Csr<f64>)> = vec![
         ("mixed lengths".into(), gen::mixed_lengths(500, 51).unwrap()),
         ("one huge row".into(), gen::one_huge_row(5000).unwrap()),
@@ -647,16 +637,7 @@ fn the_shuffle_path_logic_equals_reference_with_emulated_shuffles() {
         assert_eq!(e.reduction_path(p).unwrap(), ReductionPath::EmulatedShuffle);
     }
     check_both_precisions(&e, &awkward_cases());
-    let mut small = Engine::with_config(&cfg).unwrap();
-    for p in [engine::Precision::F32, engine::Precision::F64] {
-        let mut k = engine::KernelParams::defaults(p);
-        k.wg_size = 128;
-        k.vector_wg = 64;
-        k.adaptive_wg = 32;
-        k.nnz_per_wg = 16;
-        k.nnz_multiplier = 2;
-        small = small.with_params(p, k).unwrap();
-    }
+    let small = with_small_blocks(Engine::with_config(&cfg).unwrap(), |k| k.vector_wg = 64);
     let cases: Vec<(String, Csr<f64>)> = vec![
         ("mixed lengths".into(), gen::mixed_lengths(500, 61).unwrap()),
         ("power law".into(), gen::power_law(3000, 6.0, 62).unwrap()),
@@ -860,15 +841,6 @@ fn the_wire_path_gives_the_bits_of_the_staged_path() {
     for (name, a) in &cases {
         both::<f32>(e, name, a);
         both::<f64>(e, name, a);
-    }
-}
-
-/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
-/// data folder fails the test instead of skipping it.
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
     }
 }
 

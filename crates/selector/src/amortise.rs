@@ -174,6 +174,21 @@ impl AnalysisCosts {
         }
     }
 
+    /// The fixed costs of the unit tests' contexts (5 ns a virtual row, 10 ns
+    /// a listed row, 0.02 ms a launch) with the given feature-pass costs.
+    #[cfg(test)]
+    pub(crate) fn for_test(features_ns_per_row: f64, features_ns_per_entry: f64) -> Self {
+        AnalysisCosts {
+            bin_ns_per_virtual_row: 5.0,
+            list_ns_per_row: 10.0,
+            launch_ms: 0.02,
+            features_ns_fixed: 0.0,
+            features_ns_per_row,
+            features_ns_per_entry,
+            source: "test".into(),
+        }
+    }
+
     /// The estimated cost of the feature pass over `rows` rows and `nnz`
     /// nonzeros (ms).
     pub fn features_ms(&self, rows: usize, nnz: usize) -> f64 {
@@ -719,8 +734,7 @@ mod tests {
     use super::*;
     use crate::tree::{Node, Tree};
     use crate::vector::spread;
-    use crate::{fit_perf, plan_vector, single_vector, FeatureOrder, ModelCard, PerfParams};
-    use crate::{PerfSample, TrainParams, MODEL_FORMAT_VERSION};
+    use crate::{fit_perf, plan_vector, single_vector, ModelCard, PerfParams, PerfSample};
     use sparse::Csr;
 
     /// Blocks of 10 rows alternating between 2 and 40 nonzeros a row: under
@@ -738,22 +752,10 @@ mod tests {
 
     /// Stage 1: always U = 10; stage 2: serial below a mean row length of 8, else vector.
     fn model() -> Model {
-        let card = ModelCard {
-            version: MODEL_FORMAT_VERSION,
-            device: "test".into(),
-            precision: "f64".into(),
-            feature_order: FeatureOrder::current(),
-            corpus: "test".into(),
-            created: "2026-01-01".into(),
-            hyper_parameters: TrainParams::default(),
-            metrics: serde_json::Value::Null,
-            schemes: vec![Scheme::Granularity(10)],
-            kernels: vec![KernelId::Serial, KernelId::Vector],
-            vendor: None,
-            driver: None,
-            device_type: None,
-            kernel_sources: None,
-        };
+        let card = ModelCard::for_test(
+            vec![KernelId::Serial, KernelId::Vector],
+            serde_json::Value::Null,
+        );
         let stage1 = Tree {
             nodes: vec![Node::Leaf { class: 0 }],
         };
@@ -775,15 +777,7 @@ mod tests {
 
     fn ctx(gbps: Option<f64>) -> AmortiseContext {
         AmortiseContext {
-            costs: AnalysisCosts {
-                bin_ns_per_virtual_row: 5.0,
-                list_ns_per_row: 10.0,
-                launch_ms: 0.02,
-                features_ns_fixed: 0.0,
-                features_ns_per_row: 10.0,
-                features_ns_per_entry: 2.0,
-                source: "test".into(),
-            },
+            costs: AnalysisCosts::for_test(10.0, 2.0),
             copy_gbps: gbps,
             value_bytes: 8,
         }

@@ -335,7 +335,22 @@ fn nvidia_arch(name: &str) -> Option<&'static str> {
     None
 }
 
-/// Data-centre product codes: a letter (or `GH`/`GB`) and a model number.
+/// Data-centre product code prefixes and their architectures, the two-letter
+/// prefixes first (`GH200` is Hopper, `GB200` Blackwell).
+const NVIDIA_PRODUCTS: [(&str, &str); 9] = [
+    ("GH", "hopper"),
+    ("GB", "blackwell"),
+    ("H", "hopper"),
+    ("B", "blackwell"),
+    ("L", "ada"),
+    ("A", "ampere"),
+    ("V", "volta"),
+    ("T", "turing"),
+    ("P", "pascal"),
+];
+
+/// Data-centre product codes: a prefix of [`NVIDIA_PRODUCTS`] and a model
+/// number of at most four digits (an `S` or `X` suffix allowed).
 fn nvidia_product(t: &str) -> Option<&'static str> {
     let digits_after = |p: &str| {
         t.strip_prefix(p).is_some_and(|r| {
@@ -343,27 +358,10 @@ fn nvidia_product(t: &str) -> Option<&'static str> {
             !r.is_empty() && r.len() <= 4 && r.chars().all(|c| c.is_ascii_digit())
         })
     };
-    if digits_after("GH") {
-        Some("hopper")
-    } else if digits_after("GB") && !t.ends_with("GB") {
-        Some("blackwell")
-    } else if digits_after("H") {
-        Some("hopper")
-    } else if digits_after("B") {
-        Some("blackwell")
-    } else if digits_after("L") {
-        Some("ada")
-    } else if digits_after("A") {
-        Some("ampere")
-    } else if digits_after("V") {
-        Some("volta")
-    } else if digits_after("T") {
-        Some("turing")
-    } else if digits_after("P") {
-        Some("pascal")
-    } else {
-        None
-    }
+    NVIDIA_PRODUCTS
+        .iter()
+        .find(|(prefix, _)| digits_after(prefix))
+        .map(|&(_, arch)| arch)
 }
 
 /// The AMD GPU architecture of a ROCm device name (`gfx90a:sramecc+:xnack-` -> `cdna2`).

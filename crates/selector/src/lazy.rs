@@ -180,7 +180,7 @@ impl Model {
 mod tests {
     use super::*;
     use crate::tree::{Node, Tree};
-    use crate::{AnalysisCosts, FeatureOrder, ModelCard, TrainParams, MODEL_FORMAT_VERSION};
+    use crate::{AnalysisCosts, ModelCard};
     use crate::{QuickModel, QuickNode, QUICK_FACTS};
     use sparse::{Csr, KernelId};
     use std::cell::Cell;
@@ -195,23 +195,11 @@ mod tests {
 
     /// Stage 1: U = 10; stage 2: subvector4 everywhere; label counts say vector.
     fn model() -> Model {
-        let card = ModelCard {
-            version: MODEL_FORMAT_VERSION,
-            device: "test".into(),
-            precision: "f64".into(),
-            feature_order: FeatureOrder::current(),
-            corpus: "test".into(),
-            created: "2026-01-01".into(),
-            hyper_parameters: TrainParams::default(),
-            metrics: serde_json::json!({"labels": {"stage2": {"label_counts":
+        let card = ModelCard::for_test(
+            vec![KernelId::Serial, KernelId::Vector, KernelId::Subvector(4)],
+            serde_json::json!({"labels": {"stage2": {"label_counts":
                 {"serial": 3, "vector": 7, "subvector4": 1}}}}),
-            schemes: vec![Scheme::Granularity(10)],
-            kernels: vec![KernelId::Serial, KernelId::Vector, KernelId::Subvector(4)],
-            vendor: None,
-            driver: None,
-            device_type: None,
-            kernel_sources: None,
-        };
+        );
         let leaf = |class| Tree {
             nodes: vec![Node::Leaf { class }],
         };
@@ -220,15 +208,7 @@ mod tests {
 
     fn ctx() -> AmortiseContext {
         AmortiseContext {
-            costs: AnalysisCosts {
-                bin_ns_per_virtual_row: 5.0,
-                list_ns_per_row: 10.0,
-                launch_ms: 0.02,
-                features_ns_fixed: 0.0,
-                features_ns_per_row: 20.0,
-                features_ns_per_entry: 3.0,
-                source: "test".into(),
-            },
+            costs: AnalysisCosts::for_test(20.0, 3.0),
             copy_gbps: Some(10.0),
             value_bytes: 8,
         }

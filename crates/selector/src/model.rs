@@ -121,6 +121,31 @@ impl ModelCard {
     }
 }
 
+#[cfg(test)]
+impl ModelCard {
+    /// The card of the unit tests' hand-built models: device `test`, `f64`,
+    /// the current feature order, U = 10 as the only scheme, and `kernels` as
+    /// the stage-2 classes.
+    pub(crate) fn for_test(kernels: Vec<KernelId>, metrics: serde_json::Value) -> Self {
+        ModelCard {
+            version: MODEL_FORMAT_VERSION,
+            device: "test".into(),
+            precision: "f64".into(),
+            feature_order: FeatureOrder::current(),
+            corpus: "test".into(),
+            created: "2026-01-01".into(),
+            hyper_parameters: TrainParams::default(),
+            metrics,
+            schemes: vec![Scheme::Granularity(10)],
+            kernels,
+            vendor: None,
+            driver: None,
+            device_type: None,
+            kernel_sources: None,
+        }
+    }
+}
+
 /// A fitted two-stage model with its card.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {

@@ -164,6 +164,20 @@ impl Default for TrainParams {
     }
 }
 
+/// The builder's setters: `name(v)` sets the field `name` of the wrapped
+/// [`ValidTrainParams`] (checked later, by `check()`).
+macro_rules! setters {
+    ($($(#[$doc:meta])* $field:ident: $t:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $field(mut self, v: $t) -> Self {
+                self.0.$field = v;
+                self
+            }
+        )*
+    };
+}
+
 /// The deepest tree allowed (also bounds the JSON nesting of explanations).
 pub const MAX_DEPTH_LIMIT: usize = 64;
 
@@ -172,55 +186,27 @@ impl TrainParams {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets [`ValidTrainParams::max_depth`] (1..=64).
-    pub fn max_depth(mut self, v: usize) -> Self {
-        self.0.max_depth = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::min_weight_split`] (finite, >= 0).
-    pub fn min_weight_split(mut self, v: f32) -> Self {
-        self.0.min_weight_split = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::min_weight_leaf`] (finite, >= 0).
-    pub fn min_weight_leaf(mut self, v: f32) -> Self {
-        self.0.min_weight_leaf = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::min_impurity_decrease`] (finite, > 0 as linfa requires).
-    pub fn min_impurity_decrease(mut self, v: f64) -> Self {
-        self.0.min_impurity_decrease = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::criterion`].
-    pub fn criterion(mut self, v: Criterion) -> Self {
-        self.0.criterion = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::tie_tolerance`] (in `[0, 1)`).
-    pub fn tie_tolerance(mut self, v: f64) -> Self {
-        self.0.tie_tolerance = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::weighting`].
-    pub fn weighting(mut self, v: Weighting) -> Self {
-        self.0.weighting = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::loss_cap`] (finite, > 0).
-    pub fn loss_cap(mut self, v: f64) -> Self {
-        self.0.loss_cap = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::max_stage2_samples`] (`None`, or at least 1).
-    pub fn max_stage2_samples(mut self, v: Option<usize>) -> Self {
-        self.0.max_stage2_samples = v;
-        self
-    }
-    /// Sets [`ValidTrainParams::seed`].
-    pub fn seed(mut self, v: u64) -> Self {
-        self.0.seed = v;
-        self
+    setters! {
+        /// Sets [`ValidTrainParams::max_depth`] (1..=64).
+        max_depth: usize;
+        /// Sets [`ValidTrainParams::min_weight_split`] (finite, >= 0).
+        min_weight_split: f32;
+        /// Sets [`ValidTrainParams::min_weight_leaf`] (finite, >= 0).
+        min_weight_leaf: f32;
+        /// Sets [`ValidTrainParams::min_impurity_decrease`] (finite, > 0 as linfa requires).
+        min_impurity_decrease: f64;
+        /// Sets [`ValidTrainParams::criterion`].
+        criterion: Criterion;
+        /// Sets [`ValidTrainParams::tie_tolerance`] (in `[0, 1)`).
+        tie_tolerance: f64;
+        /// Sets [`ValidTrainParams::weighting`].
+        weighting: Weighting;
+        /// Sets [`ValidTrainParams::loss_cap`] (finite, > 0).
+        loss_cap: f64;
+        /// Sets [`ValidTrainParams::max_stage2_samples`] (`None`, or at least 1).
+        max_stage2_samples: Option<usize>;
+        /// Sets [`ValidTrainParams::seed`].
+        seed: u64;
     }
 }
 

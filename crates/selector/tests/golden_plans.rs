@@ -11,6 +11,7 @@
 use selector::Model;
 use sparse::gen::Family;
 use sparse::mm::{read_path, ReadOptions};
+use sparse::testing::{missing, shared_dir};
 use sparse::{Binning, Csr, Features, Scheme};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,20 +45,7 @@ fn pocl_models() -> Vec<(String, Model)> {
 }
 
 fn shared_files() -> Option<Vec<PathBuf>> {
-    let dir = std::env::var_os("SPMV_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest().join("../../../shared"))
-        .join("matrices");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let s = p.to_string_lossy();
-            s.ends_with(".mtx.gz") || s.ends_with(".mtx")
-        })
-        .collect();
-    v.sort();
-    Some(v)
+    sparse::mm::matrix_files(&shared_dir("matrices")?).ok()
 }
 
 /// Generated matrices large enough for the parallel feature pass, the sampled
@@ -157,8 +145,10 @@ fn matrices() -> Vec<(String, Csr<f64>)> {
             }
         }
         None => {
-            must_not_skip("../shared/matrices");
-            eprintln!("SKIP shared part: no shared matrices folder (set SPMV_SHARED_DIR)");
+            missing(
+                "../shared/matrices",
+                "SKIP shared part: no shared matrices folder (set SPMV_SHARED_DIR)",
+            );
         }
     }
     out
@@ -215,13 +205,4 @@ fn features_binning_and_plans_equal_the_golden_record() {
         diffs.len(),
         diffs[..diffs.len().min(10)].join("\n")
     );
-}
-
-/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing data folder
-/// fails the test instead of skipping it.
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
-    }
 }

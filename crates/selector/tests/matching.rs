@@ -38,6 +38,36 @@ fn cpu(name: &str, vendor: &str) -> DeviceIdentity {
     DeviceIdentity::new(name, vendor, "3.1+debian", "cpu")
 }
 
+/// Another PoCL CPU with AVX-512, from another vendor than the shipped models'.
+fn avx512_xeon() -> DeviceIdentity {
+    cpu(
+        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
+        "GenuineIntel",
+    )
+}
+
+/// Asserts that the choice's reason says each of `parts`.
+fn assert_says(c: &Choice, parts: &[&str]) {
+    for p in parts {
+        assert!(c.reason.contains(p), "{p:?} not in: {}", c.reason);
+    }
+}
+
+/// Why `m` is refused on its own device (f64) running `kernels`; a failure
+/// when it is not refused.
+fn refusal(m: &Model, kernels: &KernelSources) -> String {
+    let own = m.card.identity();
+    let target = Target {
+        device: &own,
+        precision: "f64",
+        kernels,
+    };
+    match m.assess(&target) {
+        Assessment::Refused(r) => r,
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
 fn choose(models: &[Model], device: &DeviceIdentity, kernels: &KernelSources) -> Choice {
     Selector::choose(
         models,
@@ -125,16 +155,8 @@ fn a_recorded_kernel_file_missing_from_the_service_is_refused() {
             .filter(|(n, _)| n != "vector.cl")
             .collect(),
     };
-    let own = m.card.identity();
-    let target = Target {
-        device: &own,
-        precision: "f64",
-        kernels: &fewer,
-    };
-    match m.assess(&target) {
-        Assessment::Refused(r) => assert!(r.contains("vector.cl"), "{r}"),
-        other => panic!("not refused: {other:?}"),
-    }
+    let r = refusal(&m, &fewer);
+    assert!(r.contains("vector.cl"), "{r}");
 }
 
 #[test]
@@ -151,17 +173,10 @@ fn the_ladder_exact_same_class_same_type_none() {
     );
 
     // Another PoCL CPU with AVX-512, from another vendor: same class.
-    let xeon = cpu(
-        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
-        "GenuineIntel",
-    );
+    let xeon = avx512_xeon();
     let c = choose(std::slice::from_ref(&m), &xeon, &ks);
     assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
-    assert!(
-        c.reason.contains("same class") && c.reason.contains("avx512"),
-        "{}",
-        c.reason
-    );
+    assert_says(&c, &["same class", "avx512"]);
     // AVX2 is a compatible class; SSE only the same type.
     let c = choose(
         std::slice::from_ref(&m),
@@ -169,7 +184,7 @@ fn the_ladder_exact_same_class_same_type_none() {
         &ks,
     );
     assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
-    assert!(c.reason.contains("compatible class"), "{}", c.reason);
+    assert_says(&c, &["compatible class"]);
     let c = choose(
         std::slice::from_ref(&m),
         &cpu("pthread-nehalem-Intel(R) Xeon(R) X5650", "GenuineIntel"),
@@ -199,11 +214,7 @@ fn the_ladder_exact_same_class_same_type_none() {
     let c = choose(std::slice::from_ref(&m), &h100, &ks);
     assert_eq!((c.level, c.index), (MatchLevel::None, None));
     assert_eq!(c.selector, Selector::Rule);
-    assert!(
-        c.reason.contains("rule baseline") && c.reason.contains("gpu"),
-        "{}",
-        c.reason
-    );
+    assert_says(&c, &["rule baseline", "gpu"]);
 }
 
 #[test]
@@ -222,7 +233,7 @@ fn gpu_models_match_by_architecture() {
     let h200 = DeviceIdentity::new("NVIDIA H200", "NVIDIA Corporation", "560.35", "gpu");
     let c = choose(std::slice::from_ref(&h100), &h200, &ks);
     assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
-    assert!(c.reason.contains("hopper"), "{}", c.reason);
+    assert_says(&c, &["hopper"]);
     let a100 = DeviceIdentity::new(
         "NVIDIA A100-SXM4-80GB",
         "NVIDIA Corporation",
@@ -284,26 +295,14 @@ fn other_kernel_sources_are_refused_with_the_files_named() {
         texts.push((name.clone(), text));
     }
     let changed = KernelSources::of(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-    let own = m.card.identity();
-    let target = Target {
-        device: &own,
-        precision: "f64",
-        kernels: &changed,
-    };
-    match m.assess(&target) {
-        Assessment::Refused(r) => assert!(
-            r.contains("merge_path.cl") && !r.contains("serial.cl") && !r.contains("merge_tile"),
-            "{r}"
-        ),
-        other => panic!("not refused: {other:?}"),
-    }
-    let c = Selector::choose(std::slice::from_ref(&m), &target);
-    assert_eq!(c.selector, Selector::Rule);
+    let r = refusal(&m, &changed);
     assert!(
-        c.reason.contains("refused") && c.reason.contains("merge_path.cl"),
-        "{}",
-        c.reason
+        r.contains("merge_path.cl") && !r.contains("serial.cl") && !r.contains("merge_tile"),
+        "{r}"
     );
+    let c = choose(std::slice::from_ref(&m), &m.card.identity(), &changed);
+    assert_eq!(c.selector, Selector::Rule);
+    assert_says(&c, &["refused", "merge_path.cl"]);
 }
 
 #[test]
@@ -317,17 +316,10 @@ fn a_legacy_card_loads_and_says_what_is_unknown() {
     let legacy = Model::from_json_str(&v.to_string()).expect("a legacy card still loads");
     assert_eq!(legacy.card.unrecorded().len(), 4);
     let ks = repo_kernels();
-    let xeon = cpu(
-        "pthread-skylake-avx512-Intel(R) Xeon(R) Processor",
-        "GenuineIntel",
-    );
+    let xeon = avx512_xeon();
     let c = choose(std::slice::from_ref(&legacy), &xeon, &ks);
     assert_eq!(c.level, MatchLevel::SameClass, "{}", c.reason);
-    assert!(
-        c.reason.contains("older model file") && c.reason.contains("kernel source hashes"),
-        "{}",
-        c.reason
-    );
+    assert_says(&c, &["older model file", "kernel source hashes"]);
     // The type of a legacy non-PoCL name is unknown: no rung without it.
     let mut other = legacy.clone();
     other.card.device = "Some Device".into();
@@ -339,26 +331,13 @@ fn models_of_another_precision_are_not_candidates() {
     let m = shipped_f64();
     let own = m.card.identity();
     let ks = repo_kernels();
-    let c = Selector::choose(
-        std::slice::from_ref(&m),
-        &Target {
-            device: &own,
-            precision: "f32",
-            kernels: &ks,
-        },
-    );
+    let f32_here = Target {
+        device: &own,
+        precision: "f32",
+        kernels: &ks,
+    };
+    let c = Selector::choose(std::slice::from_ref(&m), &f32_here);
     assert_eq!(c.selector, Selector::Rule);
-    assert!(
-        c.reason.contains("none of the 1 models loaded is for f32"),
-        "{}",
-        c.reason
-    );
-    assert!(matches!(
-        m.assess(&Target {
-            device: &own,
-            precision: "f32",
-            kernels: &ks
-        }),
-        Assessment::OtherPrecision(_)
-    ));
+    assert_says(&c, &["none of the 1 models loaded is for f32"]);
+    assert!(matches!(m.assess(&f32_here), Assessment::OtherPrecision(_)));
 }

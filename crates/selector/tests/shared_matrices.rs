@@ -6,30 +6,18 @@ mod common;
 
 use selector::*;
 use sparse::mm::{read_path, ReadOptions};
+use sparse::testing::shared_dir_or_skip;
 use sparse::Features;
 use std::path::PathBuf;
 
 fn shared_matrices() -> Option<Vec<PathBuf>> {
-    let dir = std::env::var_os("SPMV_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-        .join("matrices");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.to_string_lossy().ends_with(".mtx.gz") || p.to_string_lossy().ends_with(".mtx")
-        })
-        .collect();
-    v.sort();
-    Some(v)
+    let dir = shared_dir_or_skip("matrices")?;
+    Some(sparse::mm::matrix_files(&dir).expect("the shared matrices folder lists"))
 }
 
 #[test]
 fn real_matrices_get_valid_plans() {
     let Some(paths) = shared_matrices() else {
-        must_not_skip("../shared/matrices");
-        eprintln!("SKIP: no shared matrices folder (set SPMV_SHARED_DIR)");
         return;
     };
     let (s1, s2) = common::label_all(&common::synthetic_matrices(21, 30));
@@ -60,13 +48,4 @@ fn real_matrices_get_valid_plans() {
     }
     eprintln!("planned {planned} shared matrices");
     assert!(planned > 0);
-}
-
-/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
-/// data folder fails the test instead of skipping it.
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
-    }
 }

@@ -275,30 +275,18 @@ mod tests {
     #[test]
     fn header_errors_name_the_problem() {
         let good = encode(&small(), 4, 8, None);
-        let mut b = good.clone();
-        b[0] = b'X';
-        assert!(parse(&b, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("magic"));
-        let mut b = good.clone();
-        b[8] = 2;
-        assert!(parse(&b, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("version 2"));
-        let mut b = good.clone();
-        b[10] = 2;
-        assert!(parse(&b, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("index width 2"));
-        let mut b = good.clone();
-        b[13] = 1;
-        assert!(parse(&b, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("unknown flags"));
+        // (byte offset, value written there, what the error says)
+        for (at, value, says) in [
+            (0, b'X', "magic"),
+            (8, 2, "version 2"),
+            (10, 2, "index width 2"),
+            (13, 1, "unknown flags"),
+        ] {
+            let mut b = good.clone();
+            b[at] = value;
+            let e = parse(&b, &limits()).unwrap_err().to_string();
+            assert!(e.contains(says), "byte {at} = {value}: {e}");
+        }
         let e = parse(&good[..good.len() - 1], &limits()).unwrap_err();
         assert!(e.to_string().contains("but the body has"), "{e}");
         assert_eq!(e.status().as_u16(), 400);

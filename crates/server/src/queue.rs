@@ -293,6 +293,16 @@ mod tests {
         (release, busy)
     }
 
+    /// Once the queue has served its jobs: the context holds `context` (what
+    /// ran), no slot is held, and `expired` jobs were dropped and `discarded`
+    /// ones finished for nobody.
+    async fn assert_settled(q: &DeviceQueue<u32>, context: u32, expired: u64, discarded: u64) {
+        assert_eq!(q.run(|c| *c).await.unwrap(), context);
+        assert_eq!(q.in_flight(), 0);
+        let n = q.counters();
+        assert_eq!((n.expired.get(), n.discarded.get()), (expired, discarded));
+    }
+
     #[tokio::test]
     async fn a_job_waiting_past_its_deadline_is_dropped_without_running() {
         let q = Arc::new(DeviceQueue::start(4, 2, || 0u32));
@@ -337,10 +347,7 @@ mod tests {
         release.send(()).unwrap();
         busy.await.unwrap().unwrap();
         // It never ran: the context is untouched, and the slot is back.
-        assert_eq!(q.run(|c| *c).await.unwrap(), 0);
-        assert_eq!(q.in_flight(), 0);
-        assert_eq!(q.counters().expired.get(), 1);
-        assert_eq!(q.counters().discarded.get(), 0);
+        assert_settled(&q, 0, 1, 0).await;
     }
 
     #[tokio::test]
@@ -365,10 +372,7 @@ mod tests {
         assert!(e.to_string().contains("discarded"), "{e}");
         release.send(()).unwrap();
         // The worker finishes it (a kernel cannot be interrupted) and serves on.
-        assert_eq!(q.run(|c| *c).await.unwrap(), 1);
-        assert_eq!(q.in_flight(), 0);
-        assert_eq!(q.counters().discarded.get(), 1);
-        assert_eq!(q.counters().expired.get(), 0);
+        assert_settled(&q, 1, 0, 1).await;
     }
 
     #[tokio::test]

@@ -513,9 +513,7 @@ async fn x_of_the_wrong_length_by_id_and_nan_binary_x() {
         ),
     )
     .await;
-    assert_eq!(r.status, 422);
-    let (code, msg) = r.error();
-    assert_eq!(code, "non_finite");
+    let msg = r.error_of(422, "non_finite");
     assert!(msg.contains("x[1] = NaN"), "{msg}");
 }
 
@@ -529,9 +527,7 @@ async fn too_big_for_the_device_is_507_with_the_sizes() {
     let a = random_matrix(100, 100, 11);
     for uri in ["/matrices", "/matrices?precision=f32"] {
         let r = send(&app, post(uri, "text/plain", mm_text(&a))).await;
-        assert_eq!(r.status, 507, "{}", String::from_utf8_lossy(&r.body));
-        let (code, msg) = r.error();
-        assert_eq!(code, "insufficient_device_memory");
+        let msg = r.error_of(507, "insufficient_device_memory");
         assert!(
             msg.contains("needs") && msg.contains("allows 1000 bytes"),
             "{msg}"
@@ -540,14 +536,8 @@ async fn too_big_for_the_device_is_507_with_the_sizes() {
     // Not kept: the id is unknown.
     let r = send(&app, get(&format!("/matrices/{}", matrix_id(&a)))).await;
     assert_eq!(r.status, 404);
-    let r = send(
-        &app,
-        post_json(
-            "/spmv",
-            json!({"matrix": csr_json(&a), "x": random_x(100, 1)}),
-        ),
-    )
-    .await;
+    let inline = json!({"matrix": csr_json(&a), "x": random_x(100, 1)});
+    let r = send(&app, post_json("/spmv", inline)).await;
     assert_eq!(r.status, 507);
 }
 
@@ -556,9 +546,7 @@ async fn a_matrix_bigger_than_the_cache_is_413() {
     let (app, _) = test_app(&["--no-device", "--cache-bytes", "100"]).await;
     let a = random_matrix(100, 100, 12);
     let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
-    assert_eq!(r.status, 413);
-    let (code, msg) = r.error();
-    assert_eq!(code, "too_large");
+    let msg = r.error_of(413, "too_large");
     assert!(msg.contains("over the limit of 100"), "{msg}");
 }
 
@@ -573,17 +561,9 @@ async fn no_device_predict_works_and_spmv_is_503() {
     let r = send(&app, post("/predict", "text/plain", mm_text(&a))).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["model"]["kind"], "rule");
-    let r = send(
-        &app,
-        post_json(
-            "/spmv",
-            json!({"matrix": mm_text(&a), "x": random_x(60, 2)}),
-        ),
-    )
-    .await;
-    assert_eq!(r.status, 503);
-    let (code, msg) = r.error();
-    assert_eq!(code, "no_device");
+    let inline = json!({"matrix": mm_text(&a), "x": random_x(60, 2)});
+    let r = send(&app, post_json("/spmv", inline)).await;
+    let msg = r.error_of(503, "no_device");
     assert!(
         msg.contains("no OpenCL device is available") && msg.contains("/predict still works"),
         "{msg}"

@@ -331,13 +331,7 @@ async fn awkward_matrices_multiply_correctly() {
         for p in PRECISIONS {
             let body = json!({"matrix": csr_json(&a), "x": x, "precision": p, "verify": true});
             let r = send(&app, post("/spmv", "application/json", body.to_string())).await;
-            assert_eq!(
-                r.status,
-                200,
-                "{name} {p}: {}",
-                String::from_utf8_lossy(&r.body)
-            );
-            let v = r.json();
+            let v = r.json_ok(&format!("{name} {p}"));
             assert_eq!(v["verify"]["ok"], true, "{name} {p}");
             check_by_precision(p, &a, &x, &y_of(&v));
         }

@@ -16,6 +16,8 @@ pub mod plan;
 pub mod precision;
 pub mod scalar;
 pub mod spmv;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use binning::{Binning, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
 pub use csr::{Csr, MAX_DIM};

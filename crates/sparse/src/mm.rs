@@ -30,7 +30,7 @@ use crate::error::ParseErrorKind;
 use crate::{Csr, Scalar, SparseError, MAX_DIM};
 use rayon::prelude::*;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Options of the reader.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -139,6 +139,30 @@ pub fn read_path_with<T: Scalar>(
     } else {
         read_text(&bytes, opts, limits)
     }
+}
+
+/// Whether a file's name says Matrix Market: it ends in `.mtx` or `.mtx.gz`.
+pub fn is_matrix_file(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy());
+    name.is_some_and(|n| n.ends_with(".mtx") || n.ends_with(".mtx.gz"))
+}
+
+/// The Matrix Market files directly in a folder ([`is_matrix_file`]), sorted
+/// by path; an unreadable folder is a [`ParseErrorKind::Io`] error.
+pub fn matrix_files(dir: &Path) -> Result<Vec<PathBuf>, SparseError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        SparseError::parse(
+            0,
+            ParseErrorKind::Io,
+            format!("cannot list {}: {e}", dir.display()),
+        )
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| is_matrix_file(p))
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 /// Reads a Matrix Market file held in memory; gzip data (recognised by its

@@ -1,7 +1,8 @@
 //! Matrix Market variants read into the hand-computed CSR, and read -> write -> read
 //! gives the same matrix bit for bit.
 
-use sparse::mm::{read_bytes, read_path, read_str, write, write_path, ReadOptions};
+use sparse::mm::{matrix_files, read_bytes, read_path, read_str, write, write_path, ReadOptions};
+use sparse::testing::shared_dir_or_skip;
 use sparse::{Csr, Scalar};
 use std::path::{Path, PathBuf};
 
@@ -247,23 +248,23 @@ fn awkward_values_roundtrip_exactly() {
     roundtrip(&b);
 }
 
-fn shared_matrices() -> Option<PathBuf> {
-    let base = match std::env::var_os("SPMV_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-    };
-    let dir = base.join("matrices");
-    dir.is_dir().then_some(dir)
-}
-
-fn mtx_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+#[test]
+fn matrix_files_are_the_mtx_and_mtx_gz_files_of_a_folder_sorted() {
+    let dir = std::env::temp_dir().join(format!("spmv-matrix-files-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    for name in ["b.mtx.gz", "a.mtx", "index.csv", "c.gz", "d.mtx.txt", "mtx"] {
+        std::fs::write(dir.join(name), "").unwrap();
+    }
+    let found = matrix_files(&dir);
+    let missing_folder = matrix_files(&dir.join("none"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let names: Vec<String> = found
         .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    v.sort();
-    v
+    assert_eq!(names, ["a.mtx", "b.mtx.gz"]);
+    assert!(missing_folder.is_err());
 }
 
 #[test]
@@ -271,7 +272,7 @@ fn fixtures_roundtrip_in_both_precisions() {
     let opts = ReadOptions {
         complex_real_part: true,
     };
-    let files = mtx_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data"));
+    let files = matrix_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")).unwrap();
     assert!(files.len() >= 4);
     for f in files {
         roundtrip(&read_path::<f64>(&f, &opts).unwrap());
@@ -281,15 +282,13 @@ fn fixtures_roundtrip_in_both_precisions() {
 
 #[test]
 fn shared_matrices_roundtrip() {
-    let Some(dir) = shared_matrices() else {
-        must_not_skip("../shared/matrices");
-        eprintln!("skipping: ../shared/matrices not found (set SPMV_SHARED_DIR)");
+    let Some(dir) = shared_dir_or_skip("matrices") else {
         return;
     };
     let opts = ReadOptions {
         complex_real_part: true,
     };
-    let files = mtx_files(&dir);
+    let files = matrix_files(&dir).unwrap();
     for f in &files {
         roundtrip(&read_path::<f64>(f, &opts).unwrap_or_else(|e| panic!("{}: {e}", f.display())));
     }
@@ -349,13 +348,4 @@ fn large_unsorted_symmetric_file_equals_triplet_build() {
         got.nnz() < 2 * entries,
         "the test should contain duplicates"
     );
-}
-
-/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
-/// data folder fails the test instead of skipping it.
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
-    }
 }

@@ -5,17 +5,13 @@
 
 use sparse::mm::{read_path, ReadOptions};
 use sparse::spmv::{compare, spmv_par, spmv_ref};
+use sparse::testing::{missing, shared_dir};
 use sparse::{Csr, Features};
 use std::path::{Path, PathBuf};
 
 /// The shared matrices folder, if present.
 fn shared_matrices() -> Option<PathBuf> {
-    let base = match std::env::var_os("SPMV_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-    };
-    let dir = base.join("matrices");
-    dir.join("index.csv").is_file().then_some(dir)
+    shared_dir("matrices").filter(|d| d.join("index.csv").is_file())
 }
 
 fn fixtures() -> PathBuf {
@@ -170,8 +166,7 @@ fn shared_matrices_match_index_and_spmv_par_matches_reference() {
     match shared_matrices() {
         Some(dir) => check_folder(&dir),
         None => {
-            must_not_skip("../shared/matrices");
-            eprintln!("skipping: ../shared/matrices not found (set SPMV_SHARED_DIR); the fixtures test covers tests/data")
+            missing("../shared/matrices", "skipping: ../shared/matrices not found (set SPMV_SHARED_DIR); the fixtures test covers tests/data");
         }
     }
 }
@@ -189,14 +184,5 @@ fn fixtures_cover_several_fields_and_symmetries() {
     for e in &index {
         let a = read(&fixtures(), e);
         assert!(a.nnz() > 0, "{} read as empty", e.file);
-    }
-}
-
-/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
-/// data folder fails the test instead of skipping it.
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
     }
 }

@@ -20,12 +20,9 @@ use std::sync::OnceLock;
 /// The variable naming an existing PostgreSQL server for the tests.
 pub const TEST_POSTGRES_URL_ENV: &str = "SPMV_TEST_POSTGRES_URL";
 
-/// Whether tests must fail rather than skip when PostgreSQL (or a device) is
-/// missing: under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`.
-pub fn required() -> bool {
-    let set = |k: &str, v: &str| std::env::var(k).is_ok_and(|x| x.eq_ignore_ascii_case(v));
-    set("CI", "true") || set("SPMV_REQUIRE_DEVICE", "1")
-}
+/// Whether a test fails rather than skips when PostgreSQL (or a device) is
+/// missing, and what it does then: the workspace's one rule.
+pub use sparse::testing::{missing, required};
 
 /// The URL of the PostgreSQL server of this test process, started on first
 /// use; `Err` says why there is none.

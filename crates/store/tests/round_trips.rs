@@ -27,6 +27,14 @@ fn feature_vector_with_another_order_is_not_current() {
     assert!(short.to_features().is_none());
 }
 
+/// Asserts that `err` refuses the value of `what`.
+fn assert_invalid(err: &StoreError, what: &str) {
+    assert!(
+        matches!(err, StoreError::InvalidValue { what: w, .. } if *w == what),
+        "{err:?}"
+    );
+}
+
 store::test_on_both_backends! {
 async fn devices_round_trip_and_upsert_on_name_vendor_driver(db: TestDb) {
     let s = db.open().await;
@@ -78,18 +86,14 @@ async fn matrices_round_trip_by_hash_and_filter_by_source(db: TestDb) {
     assert_eq!(got.source, "suitesparse");
     assert_eq!(got.features, again.features);
 
-    s.upsert_matrix(&matrix("b", "generator:stencil2d", 2.0))
-        .await
-        .unwrap();
-    s.upsert_matrix(&matrix("c", "generator:power_law", 3.0))
-        .await
-        .unwrap();
-    s.upsert_matrix(&matrix("d", "standin:HB/bcsstk01", 4.0))
-        .await
-        .unwrap();
-    s.upsert_matrix(&matrix("e", "generatorX", 4.0))
-        .await
-        .unwrap();
+    for (hash, source, x) in [
+        ("b", "generator:stencil2d", 2.0),
+        ("c", "generator:power_law", 3.0),
+        ("d", "standin:HB/bcsstk01", 4.0),
+        ("e", "generatorX", 4.0),
+    ] {
+        s.upsert_matrix(&matrix(hash, source, x)).await.unwrap();
+    }
     let hashes = |v: Vec<store::Matrix>| {
         v.into_iter()
             .map(|m| m.record.content_hash)
@@ -261,32 +265,14 @@ async fn bad_measurements_are_refused(db: TestDb) {
 
     let mut nan = timing(k.clone(), f64::NAN, None);
     let err = s.insert_measurement(&nan).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::InvalidValue {
-                what: "median time",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_invalid(&err, "median time");
     nan.median_ms = -1.0;
     assert!(s.insert_measurement(&nan).await.is_err());
 
     let mut zero = timing(k.clone(), 1.0, None);
     zero.repetitions = 0;
     let err = s.insert_measurement(&zero).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::InvalidValue {
-                what: "repetitions",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_invalid(&err, "repetitions");
 
     // A whole-plan key whose scheme differs from the plan's.
     let wrong_scheme = MeasurementKey {

@@ -200,20 +200,6 @@ fn folder_kinds(dir: &Path) -> HashMap<String, String> {
         .collect()
 }
 
-/// The Matrix Market files of a folder, sorted by name.
-pub fn matrix_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("listing {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            n.ends_with(".mtx") || n.ends_with(".mtx.gz")
-        })
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
 /// The name of a matrix file: its file name without `.mtx` / `.mtx.gz`.
 pub fn stem(p: &Path) -> String {
     let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("matrix");
@@ -225,7 +211,7 @@ pub fn stem(p: &Path) -> String {
 /// The real matrices of a folder as corpus items.
 pub fn real_items(dir: &Path) -> Result<Vec<Item>> {
     let kinds = folder_kinds(dir);
-    Ok(matrix_files(dir)?
+    Ok(sparse::mm::matrix_files(dir)?
         .into_iter()
         .map(|p| {
             let file = p

@@ -406,17 +406,10 @@ impl Labeller<'_> {
         scheme: Scheme,
     ) -> Result<bool> {
         let binning = Binning::new(row_ptr, scheme);
-        let mut plan = Plan {
-            scheme,
-            kernels: Vec::new(),
+        let measured = async |bin| self.label_bin(s, &binning, bin).await;
+        let Some((plan, bins_sum)) = plan_of_bins(out, &binning, scheme, measured).await? else {
+            return Ok(false);
         };
-        let mut bins_sum = 0.0;
-        for bin in binning.nonempty_bins() {
-            let Some(times) = self.label_bin(s, &binning, bin).await? else {
-                return Ok(false);
-            };
-            bins_sum += keep_bin(out, &mut plan, bin, times);
-        }
         if plan.kernels.is_empty() {
             return Ok(true);
         }
@@ -652,25 +645,19 @@ pub async fn labels_from_store(
     let mut out = MatrixLabels::new(matrix, name, features);
     for scheme in Scheme::all() {
         let binning = Binning::new(row_ptr, scheme);
-        let mut plan = Plan {
-            scheme,
-            kernels: Vec::new(),
+        let stored = async |bin: usize| -> Result<Option<Vec<(KernelId, Timed)>>> {
+            let bin = bin as u32;
+            Ok(kernels
+                .iter()
+                .map(|&kernel| {
+                    let t = have.get(&key(scheme, Target::Bin { bin, kernel }))?;
+                    Some((kernel, *t))
+                })
+                .collect())
         };
-        let mut bins_sum = 0.0;
-        for bin in binning.nonempty_bins() {
-            let mut times = Vec::with_capacity(kernels.len());
-            for &k in &kernels {
-                let target = Target::Bin {
-                    bin: bin as u32,
-                    kernel: k,
-                };
-                let Some(&t) = have.get(&key(scheme, target)) else {
-                    return Ok(None);
-                };
-                times.push((k, t));
-            }
-            bins_sum += keep_bin(&mut out, &mut plan, bin, times);
-        }
+        let Some((plan, bins_sum)) = plan_of_bins(&mut out, &binning, scheme, stored).await? else {
+            return Ok(None);
+        };
         if plan.kernels.is_empty() {
             continue;
         }
@@ -699,6 +686,32 @@ pub async fn stored_plan_times(
             Target::Bin { .. } => None,
         })
         .collect())
+}
+
+/// The labelling of one scheme's bins, wherever the times come from (the
+/// device while labelling, the store when rebuilding labels from it):
+/// `bin_times` gives each non-empty bin's kernel times, or `None` when they
+/// cannot be had (the deadline passed, a measurement is missing), which stops
+/// the scheme. Each bin is kept by [`keep_bin`]; returns the plan of the bins'
+/// fastest kernels and the sum of their times.
+async fn plan_of_bins(
+    out: &mut MatrixLabels,
+    binning: &Binning,
+    scheme: Scheme,
+    mut bin_times: impl AsyncFnMut(usize) -> Result<Option<Vec<(KernelId, Timed)>>>,
+) -> Result<Option<(Plan, f64)>> {
+    let mut plan = Plan {
+        scheme,
+        kernels: Vec::new(),
+    };
+    let mut bins_sum = 0.0;
+    for bin in binning.nonempty_bins() {
+        let Some(times) = bin_times(bin).await? else {
+            return Ok(None);
+        };
+        bins_sum += keep_bin(out, &mut plan, bin, times);
+    }
+    Ok(Some((plan, bins_sum)))
 }
 
 /// Keeps a bin's kernel times (and their CIs) in `out` and gives the bin its

@@ -92,16 +92,19 @@ pub fn annotate(
 mod tests {
     use super::*;
 
-    #[test]
-    fn reads_the_benchmark_csv_and_bounds_scale_with_bytes() {
+    /// The table loaded from a benchmark CSV file holding `csv`.
+    fn table(csv: &str) -> CusparseTable {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.csv");
-        std::fs::write(
-            &p,
+        std::fs::write(&p, csv).unwrap();
+        CusparseTable::load(&p).unwrap()
+    }
+
+    #[test]
+    fn reads_the_benchmark_csv_and_bounds_scale_with_bytes() {
+        let t = table(
             "matrix,precision,nnz,ms_cupy,ms_spmv_raw,gbps\nHB__can_229,f64,1777,0.02,0.01,3.5\nx,f32,5,,0.5,\n",
-        )
-        .unwrap();
-        let t = CusparseTable::load(&p).unwrap();
+        );
         assert_eq!(t.get("HB__can_229", Precision::F64), Some((0.01, 0.02)));
         assert!(t.get("HB__can_229", Precision::F32).is_none());
         let (raw, cupy) = t.get("x", Precision::F32).unwrap();
@@ -115,15 +118,10 @@ mod tests {
 
     #[test]
     fn the_graph_figure_is_preferred_and_an_empty_one_falls_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("c.csv");
-        std::fs::write(
-            &p,
+        let t = table(
             "matrix,precision,nnz,ms_cupy,ms_spmv_raw,ms_spmv_graph,gbps,calls\n\
              a,f64,10,0.04,0.012,0.005,1.0,100\nb,f64,10,0.04,0.012,,1.0,100\n",
-        )
-        .unwrap();
-        let t = CusparseTable::load(&p).unwrap();
+        );
         assert_eq!(t.get("a", Precision::F64), Some((0.005, 0.04)));
         assert_eq!(t.get("b", Precision::F64), Some((0.012, 0.04)));
     }

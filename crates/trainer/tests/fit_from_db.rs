@@ -31,6 +31,21 @@ fn trainer(args: &[&str]) -> std::process::Output {
     out
 }
 
+/// `trainer fit --from-db DB --device-name NAME --manifest M`, then `more`.
+fn fit_from_db(db: &str, name: &str, m: &str, more: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "fit",
+        "--from-db",
+        db,
+        "--device-name",
+        name,
+        "--manifest",
+        m,
+    ];
+    args.extend_from_slice(more);
+    trainer(&args)
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
     if let Err(e) = engine::Engine::new(None) {
@@ -84,24 +99,22 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
         report.display().to_string(),
         cusparse.display().to_string(),
     );
-    let out = trainer(&[
-        "fit",
-        "--from-db",
+    let out = fit_from_db(
         &db,
-        "--device-name",
         &name,
-        "--manifest",
         &m,
-        "--models-dir",
-        &md,
-        "--out",
-        &rd,
-        "--cusparse",
-        &cd,
-        // A device that does not exist: fit must not open one.
-        "--device",
-        "no such device anywhere",
-    ]);
+        &[
+            "--models-dir",
+            &md,
+            "--out",
+            &rd,
+            "--cusparse",
+            &cd,
+            // A device that does not exist: fit must not open one.
+            "--device",
+            "no such device anywhere",
+        ],
+    );
     assert!(out.status.success(), "fit --from-db failed");
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -153,15 +166,7 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
     same_database_same_perf_bytes(&db, &name, &m, dir.path(), &models);
     only_the_performance_model_is_refitted(&db, &name, &m, dir.path(), &models);
     // A device name the database does not hold is refused, with the names it holds.
-    let bad = trainer(&[
-        "fit",
-        "--from-db",
-        &db,
-        "--device-name",
-        "GPU that was never here",
-        "--manifest",
-        &m,
-    ]);
+    let bad = fit_from_db(&db, "GPU that was never here", &m, &[]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains(&name));
 }
@@ -178,19 +183,7 @@ fn same_database_same_perf_bytes(db: &str, name: &str, m: &str, dir: &Path, mode
         again.display().to_string(),
         dir.join("report-again").display().to_string(),
     );
-    let out = trainer(&[
-        "fit",
-        "--from-db",
-        db,
-        "--device-name",
-        name,
-        "--manifest",
-        m,
-        "--models-dir",
-        &ad,
-        "--out",
-        &rd,
-    ]);
+    let out = fit_from_db(db, name, m, &["--models-dir", &ad, "--out", &rd]);
     assert!(out.status.success(), "second fit --from-db failed");
     for p in ["f32", "f64"] {
         let file = trainer::pipeline::model_file_name(name, p.parse().unwrap());
@@ -225,14 +218,7 @@ fn only_the_performance_model_is_refitted(
         dir.join("report-refit").display().to_string(),
         models.display().to_string(),
     );
-    let args = vec![
-        "fit",
-        "--from-db",
-        db,
-        "--device-name",
-        name,
-        "--manifest",
-        m,
+    let more = [
         "--precision",
         "f64",
         "--refit-perf-of",
@@ -244,14 +230,17 @@ fn only_the_performance_model_is_refitted(
         "--perf-rounds",
         "30",
     ];
-    let out = trainer(&args);
+    let out = fit_from_db(db, name, m, &more);
     assert!(out.status.success(), "fit --refit-perf-of failed");
     let file = trainer::pipeline::model_file_name(name, "f64".parse().unwrap());
     // The same command on the same database again (the card records the
     // command) writes the same file, byte for byte.
     let first = dir.join("models-refit-first");
     std::fs::rename(&refit, &first).unwrap();
-    assert!(trainer(&args).status.success(), "second refit failed");
+    assert!(
+        fit_from_db(db, name, m, &more).status.success(),
+        "second refit failed"
+    );
     let bytes = |d: &Path| std::fs::read(d.join(&file)).unwrap();
     assert!(
         bytes(&refit) == bytes(&first),

@@ -10,14 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use store::testing::missing;
 use store::{Precision, RunStatus, Store, Target};
-
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
-    }
-}
 
 fn data_dir() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../sparse/tests/data")
@@ -79,8 +73,10 @@ async fn keys(s: &Store) -> Keys {
 #[tokio::test(flavor = "current_thread")]
 async fn a_killed_run_is_marked_interrupted_and_the_next_one_loses_nothing() {
     if let Err(e) = engine::Engine::new(None) {
-        must_not_skip(&format!("an OpenCL device ({e})"));
-        eprintln!("SKIP: no OpenCL device ({e})");
+        missing(
+            &format!("an OpenCL device ({e})"),
+            &format!("SKIP: no OpenCL device ({e})"),
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

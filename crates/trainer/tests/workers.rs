@@ -38,15 +38,23 @@ fn success(mut c: Child, what: &str) {
     assert!(status.success(), "{what}: {status}");
 }
 
+/// The device and two fresh PostgreSQL databases for `test` (the one under
+/// test, then a reference), or `None` when the test skips for want of either
+/// (outside CI).
+async fn device_and_databases(test: &str) -> Option<(String, String)> {
+    if !device_or_skip() {
+        return None;
+    }
+    let (a, b) = (
+        format!("{test} (under test)"),
+        format!("{test} (reference)"),
+    );
+    Some((postgres_database(&a).await?, postgres_database(&b).await?))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_label_what_one_worker_labels() {
-    if !device_or_skip() {
-        return;
-    }
-    let (Some(three), Some(one)) = (
-        postgres_database("three_workers (three)").await,
-        postgres_database("three_workers (one)").await,
-    ) else {
+    let Some((three, one)) = device_and_databases("three_workers").await else {
         return;
     };
     ok(trainer(&three, "enqueue", MATRICES, 2), "trainer enqueue");
@@ -123,13 +131,7 @@ async fn kill_mid_matrix(s: &Store, url: &str, lease_s: f64) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_matrix_loses_nothing() {
-    if !device_or_skip() {
-        return;
-    }
-    let (Some(url), Some(reference)) = (
-        postgres_database("killed_worker").await,
-        postgres_database("killed_worker (reference)").await,
-    ) else {
+    let Some((url, reference)) = device_and_databases("killed_worker").await else {
         return;
     };
     let lease = 2.0;

@@ -307,19 +307,8 @@ class Client:
     ) -> dict:
         """As :meth:`upload`, returning the service's whole answer (id, plan,
         model, planning, bytes, timings)."""
-        shape, indptr, indices, data = as_csr_arrays(A)
-        body = csrbin.encode(shape, indptr, indices, data, value_width=_value_width(data))
-        params = _calls({}, expected_calls)
-        p = _precision(precision)
-        if p:
-            params["precision"] = p
-        info = self._request(
-            "POST",
-            "/matrices",
-            data=body,
-            params=params,
-            headers={"Content-Type": csrbin.CONTENT_TYPE},
-        ).json()
+        shape, indptr, indices, data = arrays = as_csr_arrays(A)
+        info = self._post_csr("/matrices", arrays, precision, expected_calls, {})
         self._symmetric[info["id"]] = _is_symmetric(shape, indptr, indices, data)
         self._shapes[info["id"]] = (int(shape[0]), int(shape[1]))
         return info
@@ -335,17 +324,30 @@ class Client:
         features, scheme, kernels per bin, the model, how it was chosen for
         ``expected_calls`` multiplications (``planning``; the service's default
         for uploads when ``None``) and, with ``explain``, the decision paths."""
-        shape, indptr, indices, data = as_csr_arrays(A)
+        extra = {"explain": "true"} if explain else {}
+        return self._post_csr("/predict", as_csr_arrays(A), precision, expected_calls, extra)
+
+    def _post_csr(
+        self,
+        path: str,
+        arrays: tuple,
+        precision: Optional[str],
+        expected_calls: Optional[int],
+        extra: dict,
+    ) -> dict:
+        """POSTs a matrix (the arrays of :func:`as_csr_arrays`) as binary CSR
+        to ``path`` with the planning parameters (``precision``,
+        ``expected_calls``) and ``extra`` in the query; the JSON answer."""
+        shape, indptr, indices, data = arrays
         body = csrbin.encode(shape, indptr, indices, data, value_width=_value_width(data))
         params = _calls({}, expected_calls)
         p = _precision(precision)
         if p:
             params["precision"] = p
-        if explain:
-            params["explain"] = "true"
+        params.update(extra)
         return self._request(
             "POST",
-            "/predict",
+            path,
             data=body,
             params=params,
             headers={"Content-Type": csrbin.CONTENT_TYPE},

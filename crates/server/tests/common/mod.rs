@@ -14,6 +14,7 @@ use server::{app, AppState, Config, DeviceState, Planner};
 use sparse::Csr;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use store::testing::missing;
 use tower::ServiceExt;
 
 /// A PoCL CPU of the shipped CPU models' class (x86-64, AVX-512), from
@@ -60,8 +61,10 @@ pub fn have_device(test: &str) -> bool {
             reason.contains("no OpenCL platform"),
             "an OpenCL platform exists but no device could be opened: {reason}"
         );
-        must_not_skip(&format!("an OpenCL device for {test} ({reason})"));
-        eprintln!("SKIP {test}: no OpenCL platform ({reason})");
+        missing(
+            &format!("an OpenCL device for {test} ({reason})"),
+            &format!("SKIP {test}: no OpenCL platform ({reason})"),
+        );
         return false;
     }
     true
@@ -153,6 +156,24 @@ impl Resp {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
+    /// Asserts a 200 answer (`what` and the body in the failure message); gives
+    /// its JSON.
+    pub fn json_ok(&self, what: &str) -> Value {
+        let body = String::from_utf8_lossy(&self.body);
+        assert_eq!(self.status, 200, "{what}: {body}");
+        self.json()
+    }
+
+    /// Asserts an error answer with `status` and error code `code` (the body
+    /// in the failure message); gives the error message.
+    pub fn error_of(&self, status: u16, code: &str) -> String {
+        let body = String::from_utf8_lossy(&self.body);
+        assert_eq!(self.status.as_u16(), status, "{body}");
+        let (c, message) = self.error();
+        assert_eq!(c, code, "{body}");
+        message
+    }
+
     /// The error code and message of an error body.
     pub fn error(&self) -> (String, String) {
         let v = self.json();
@@ -166,6 +187,15 @@ impl Resp {
                 .unwrap_or_else(|| panic!("no error message in {v}"))
                 .to_string(),
         )
+    }
+}
+
+/// Waits until the device queue holds no job, failing with `stuck` after `within`.
+pub async fn queue_empties(state: &AppState, within: std::time::Duration, stuck: &str) {
+    let t = std::time::Instant::now();
+    while state.queue().in_flight() != 0 {
+        assert!(t.elapsed() < within, "{stuck}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 
@@ -283,13 +313,4 @@ pub fn y_of(v: &Value) -> Vec<f64> {
         .iter()
         .map(|e| e.as_f64().unwrap())
         .collect()
-}
-
-/// Under CI (`CI=true`) or with `SPMV_REQUIRE_DEVICE=1`, a missing device or
-/// data folder fails the test instead of skipping it.
-fn must_not_skip(what: &str) {
-    let set = |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    if set("CI") || set("SPMV_REQUIRE_DEVICE") {
-        panic!("{what} is required under CI / SPMV_REQUIRE_DEVICE=1, and it is missing");
-    }
 }

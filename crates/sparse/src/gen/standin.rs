@@ -1470,29 +1470,16 @@ mod tests {
 
     #[test]
     fn kind_classes() {
-        assert_eq!(
-            KindClass::of("structural problem", false),
-            KindClass::Discretisation
-        );
-        assert_eq!(
-            KindClass::of("power network problem", false),
-            KindClass::Circuit
-        );
-        assert_eq!(
-            KindClass::of("directed weighted graph", false),
-            KindClass::Graph
-        );
-        assert_eq!(
-            KindClass::of("linear programming problem", false),
-            KindClass::Optimisation
-        );
-        assert_eq!(
-            KindClass::of("combinatorial problem", true),
-            KindClass::Discretisation
-        );
-        assert_eq!(
-            KindClass::of("combinatorial problem", false),
-            KindClass::Other
-        );
+        let cases = [
+            ("structural problem", false, KindClass::Discretisation),
+            ("power network problem", false, KindClass::Circuit),
+            ("directed weighted graph", false, KindClass::Graph),
+            ("linear programming problem", false, KindClass::Optimisation),
+            ("combinatorial problem", true, KindClass::Discretisation),
+            ("combinatorial problem", false, KindClass::Other),
+        ];
+        for (kind, is_nd, class) in cases {
+            assert_eq!(KindClass::of(kind, is_nd), class, "{kind} (nd: {is_nd})");
+        }
     }
 }

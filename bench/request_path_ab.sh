@@ -4,7 +4,8 @@
 # fresh without a database on a loopback port; `uptime` logged before each run.
 # Prints, per binary and size, the median over runs of each run's medians of
 # server - kernel - copies (server_over_ms) and of the same without receiving
-# the body (server_unread_ms), with every run's figure in brackets.
+# the body (server_unread_ms), with every run's figure in brackets, and the
+# device's wall time beyond its profiled commands (device_ms - kernel - copies).
 #
 # Usage: bench/request_path_ab.sh OLD_BIN NEW_BIN RUNS OUT_DIR [request_path.py args...]
 #   e.g. bench/request_path_ab.sh /tmp/server-main target/release/server 4 /tmp/ab \
@@ -40,15 +41,17 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-*.csv"))):
     who = os.path.basename(f).split("-")[0]
     for r in csv.DictReader(open(f)):
         rows.setdefault((int(r["nnz"]), r["precision"], r["form"], who), []).append(r)
-print("| nnz | precision | form | server | runs | kernel ms | upload x + download y ms "
+print("| nnz | precision | form | server | runs | kernel ms | upload x + download y ms | device wall - profiled ms "
       "| server - kernel - copies ms (per run) | without receiving the body ms (per run) |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for key in sorted(rows, key=lambda k: (k[0], k[1], k[2], k[3] != "new")):
     rs = rows[key]
     med = lambda k: statistics.median(float(r[k]) for r in rs)
     runs = lambda k: " / ".join(f"{float(r[k]):.2f}" for r in rs)
     copies = statistics.median(float(r["upload_x_ms"]) + float(r["download_y_ms"]) for r in rs)
-    print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(rs)} | {med('kernel_ms'):.3f} | {copies:.3f} "
+    gap = statistics.median(float(r["device_ms"]) - float(r["kernel_ms"]) - float(r["upload_x_ms"])
+                            - float(r["download_y_ms"]) for r in rs)
+    print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(rs)} | {med('kernel_ms'):.3f} | {copies:.3f} | {gap:.3f} "
           f"| {med('server_over_ms'):.3f} ({runs('server_over_ms')}) "
           f"| {med('server_unread_ms'):.3f} ({runs('server_unread_ms')}) |")
 PY

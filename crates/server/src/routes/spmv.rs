@@ -133,7 +133,7 @@ async fn execute_cached(
                 ("x-upload-x-ms" = f64, description = "Binary y: x upload (OpenCL profiling)"),
                 ("x-download-y-ms" = f64, description = "Binary y: y download (OpenCL profiling)"),
                 ("x-server-ms" = f64, description = "Binary y: the whole request inside the server"),
-                ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body"),
+                ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body (binary x by matrix_id on a device: received straight into the buffer x's upload reads, each value checked as it arrives; a first use's set-up not counted)"),
                 ("x-gbps" = f64, description = "Binary y: minimum bytes of one SpMV / kernel time"),
                 ("x-plan-scheme" = String, description = "Binary y: the plan's scheme (single or U)"),
                 ("x-expected-calls" = u64, description = "Binary y: the calls the plan was chosen for"),

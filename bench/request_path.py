@@ -12,7 +12,11 @@ Each answer is checked against scipy. One CSV row per precision and form, median
   client_ms   wall clock of the whole request, seen by this client;
   server_ms   the server's own time for the request (from the handler's start,
               the body's reading included, to the answer's encoding);
-  read_ms     of which receiving and parsing the body;
+  read_ms     of which receiving and parsing the body (binary x by id on a
+              device is received straight into the buffer x's upload reads,
+              each value checked finite as it arrives: that copy and check
+              are in read_ms, overlapped with receiving; the upload itself
+              is upload_x_ms);
   device_ms   wall clock of the device work (upload x, kernels, download y);
   kernel_ms, upload_x_ms, download_y_ms   OpenCL profiling of each part;
   over_device = client_ms / (kernel_ms + upload_x_ms + download_y_ms);
@@ -26,6 +30,7 @@ Each answer is checked against scipy. One CSV row per precision and form, median
                run (issue 11: client_over_ms <= 1 ms + loopback_ms).
 
 Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 100000,1000000,10000000] [--out FILE]
+(bench/request_path_ab.sh runs it on two server binaries, alternated, for before/after figures.)
 Exit codes: 0 done; 1 a request failed or an answer was wrong; 2 bad usage.
 """
 

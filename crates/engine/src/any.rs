@@ -325,6 +325,25 @@ impl Engine {
         on_pair!(m, pp, (m, pp) => self.execute_le(m, pp, x_le, || x.check()))
     }
 
+    /// [`Engine::execute_any_le`] with y read into the caller's buffer
+    /// ([`Engine::execute_le_into`]: resized to y's bytes, so a reused buffer
+    /// costs no allocation).
+    pub fn execute_any_le_into<X>(
+        &self,
+        m: &AnyMatrix,
+        pp: &AnyPlan,
+        x: &X,
+        y: &mut Vec<u8>,
+    ) -> std::result::Result<Option<Timings>, X::Error>
+    where
+        X: XSource + ?Sized,
+    {
+        let Some(x_le) = x.le_bytes(m.precision().bytes()) else {
+            return Ok(None);
+        };
+        on_pair!(m, pp, (m, pp) => self.execute_le_into(m, pp, x_le, y, || x.check()))
+    }
+
     /// [`Engine::time`] for a matrix of either precision (x converted from `f64`).
     pub fn time_any(
         &self,

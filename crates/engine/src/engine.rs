@@ -588,6 +588,27 @@ impl Engine {
         T: DeviceScalar,
         E: From<EngineError>,
     {
+        let mut y = Vec::new();
+        let t = self.execute_le_into(m, pp, x_le, &mut y, check_x)?;
+        Ok(t.map(|t| (y, t)))
+    }
+
+    /// [`Engine::execute_le`] with y read into the caller's `y` (resized to
+    /// `nrows * T::BYTES` bytes, which costs nothing when it already has that
+    /// length): a caller that reuses its buffer allocates and faults in no
+    /// new memory per call. `y` is left unspecified on an error.
+    pub fn execute_le_into<T, E>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x_le: &[u8],
+        y: &mut Vec<u8>,
+        check_x: impl FnOnce() -> std::result::Result<(), E>,
+    ) -> std::result::Result<Option<Timings>, E>
+    where
+        T: DeviceScalar,
+        E: From<EngineError>,
+    {
         if cfg!(target_endian = "big") || !self.device_little_endian() {
             return Ok(None);
         }
@@ -602,7 +623,7 @@ impl Engine {
             .into());
         }
         let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());
-        let mut y = vec![0u8; m.nrows * T::BYTES];
+        y.resize(m.nrows * T::BYTES, 0);
         let t0 = Instant::now();
         let mut up = None;
         let gate = Gate::new(&self.context)?;
@@ -634,7 +655,7 @@ impl Engine {
                     m.y.as_core(),
                     false,
                     0,
-                    &mut y,
+                    &mut y[..],
                     None::<ocl::core::Event>,
                     Some(ev),
                 )?;
@@ -646,7 +667,7 @@ impl Engine {
             checked = check_x()
         })?;
         checked?;
-        Ok(Some((y, timings)))
+        Ok(Some(timings))
     }
 
     /// Whether the device stores values little-endian (every GPU and CPU

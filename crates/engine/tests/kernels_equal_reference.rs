@@ -801,6 +801,15 @@ fn check_le_path<T: DeviceScalar>(
             "{t:?}"
         );
     }
+    // Into the caller's buffer (`execute_le_into`): first one too long and
+    // full of stale bytes, then the same buffer again at the right length.
+    let mut y = vec![0xa5u8; (m.nrows() + 3) * T::BYTES];
+    for call in 0..2 {
+        e.execute_le_into(m, pp, &le_bytes(&x), &mut y, || Ok::<(), EngineError>(()))
+            .unwrap()
+            .expect("CPU and GPU devices are little-endian");
+        assert_eq!(y, le_bytes(&want), "{name} {} into, call {call}", T::NAME);
+    }
     let short = le_bytes(&x[..m.ncols().saturating_sub(1)]);
     if m.ncols() > 0 {
         assert!(matches!(

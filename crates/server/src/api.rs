@@ -229,7 +229,9 @@ pub struct SpmvTimings {
     pub device: f64,
     /// Planning, upload and preparation done by this call (null when none was needed).
     pub setup: Option<f64>,
-    /// Receiving and parsing the request body.
+    /// Receiving and parsing the request body (binary x by `matrix_id` on a
+    /// device: received straight into the buffer x's upload reads, each value
+    /// checked as it arrives, less a first use's set-up).
     pub read: f64,
     /// The whole request inside the server, up to the answer's encoding.
     pub server: f64,

@@ -98,10 +98,7 @@ pub async fn read_body(
 ) -> Result<(Bytes, Reservation), ApiError> {
     let gzip_encoded = content_encoding_is_gzip(headers)?;
     let max = limits.max_body_bytes;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = declared_length(headers);
     if let Some(len) = declared {
         if len > max as u64 {
             return Err(ApiError::too_large("request body bytes", len, max));
@@ -121,13 +118,7 @@ pub async fn read_body(
     let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            if body_timed_out(&e) {
-                ApiError::BodyTimeout(limits.body_timeout_s)
-            } else {
-                ApiError::BadRequest(format!("could not read the request body: {e}"))
-            }
-        })?;
+        let chunk = chunk.map_err(|e| body_error(&e, limits))?;
         let len = buf.len() + chunk.len();
         if len > max {
             return Err(ApiError::too_large("request body bytes", len, max));
@@ -146,6 +137,23 @@ pub async fn read_body(
     }
     let bytes = gunzip_reserved(bytes, limits, &mut res).await?;
     Ok((bytes, res))
+}
+
+/// The body's length as its `Content-Length` declares it, if it does.
+pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// A failure to read the body: 408 past the body deadline, else 400.
+pub(crate) fn body_error(e: &axum::Error, limits: &Limits) -> ApiError {
+    if body_timed_out(e) {
+        ApiError::BodyTimeout(limits.body_timeout_s)
+    } else {
+        ApiError::BadRequest(format!("could not read the request body: {e}"))
+    }
 }
 
 /// How many times its length a body's parse is first guessed to hold.
@@ -447,8 +455,10 @@ pub fn parse_x_binary(bytes: &[u8], precision: Precision) -> Result<Vec<f64>, Ap
 
 /// x as a request carried it: values (JSON, multipart, binary CSR's trailing
 /// x), or the little-endian bytes of an `application/octet-stream` body, kept as
-/// they came and converted once, on the device worker, straight into the pinned
-/// staging buffer (the request path makes no other copy of them).
+/// they came (for an uploaded matrix on a device, received straight into a
+/// reused buffer: [`crate::xbody`]) and handed to the device as they are, or
+/// converted once, on the device worker, straight into the pinned staging
+/// buffer (the request path makes no other copy of them).
 #[derive(Debug, Clone)]
 pub enum XIn {
     /// Values.
@@ -459,6 +469,9 @@ pub enum XIn {
         bytes: axum::body::Bytes,
         /// The width of each value.
         precision: Precision,
+        /// Whether every value was already checked finite as it arrived
+        /// ([`crate::xbody::receive_x`]), so [`XIn::check_finite`] has nothing to do.
+        checked: bool,
     },
 }
 
@@ -472,14 +485,30 @@ impl XIn {
                 bytes.len()
             )));
         }
-        Ok(XIn::Binary { bytes, precision })
+        Ok(XIn::Binary {
+            bytes,
+            precision,
+            checked: false,
+        })
+    }
+
+    /// Binary x received by [`crate::xbody::receive_x`]: its length matches
+    /// the matrix and every value was checked finite on arrival.
+    pub fn received(bytes: axum::body::Bytes, precision: Precision) -> XIn {
+        XIn::Binary {
+            bytes,
+            precision,
+            checked: true,
+        }
     }
 
     /// The number of values.
     pub fn len(&self) -> usize {
         match self {
             XIn::Values(v) => v.len(),
-            XIn::Binary { bytes, precision } => bytes.len() / precision.bytes(),
+            XIn::Binary {
+                bytes, precision, ..
+            } => bytes.len() / precision.bytes(),
         }
     }
 
@@ -492,9 +521,9 @@ impl XIn {
     pub fn to_values(&self) -> Vec<f64> {
         match self {
             XIn::Values(v) => v.clone(),
-            XIn::Binary { bytes, precision } => {
-                parse_x_binary(bytes, *precision).unwrap_or_default()
-            }
+            XIn::Binary {
+                bytes, precision, ..
+            } => parse_x_binary(bytes, *precision).unwrap_or_default(),
         }
     }
 
@@ -504,7 +533,9 @@ impl XIn {
     /// `None` for x given as values or in another width.
     pub fn le_bytes_of_width(&self, width: usize) -> Option<&[u8]> {
         match self {
-            XIn::Binary { bytes, precision } if precision.bytes() == width => Some(bytes),
+            XIn::Binary {
+                bytes, precision, ..
+            } if precision.bytes() == width => Some(bytes),
             _ => None,
         }
     }
@@ -513,16 +544,14 @@ impl XIn {
     /// body's bytes with no copy (x given as values is checked as it is
     /// converted, by [`XIn::fill`]).
     pub fn check_finite(&self) -> Result<(), ApiError> {
-        let XIn::Binary { bytes, precision } = self else {
-            return Ok(());
-        };
-        match precision {
-            Precision::F32 => check_le(bytes.as_chunks::<4>().0, |c| f32::from_le_bytes(c) as f64),
-            Precision::F64 => check_le(bytes.as_chunks::<8>().0, f64::from_le_bytes),
+        match self {
+            XIn::Binary {
+                bytes,
+                precision,
+                checked: false,
+            } => check_finite_le(bytes, *precision, 0),
+            _ => Ok(()),
         }
-        .map_err(|(i, v)| {
-            ApiError::NonFinite(format!("x[{i}] = {v:?} is not finite in {precision}"))
-        })
     }
 
     /// Converts x into `out` (`out.len()` values), checking the length and that
@@ -536,7 +565,9 @@ impl XIn {
         }
         match self {
             XIn::Values(v) => x_into(v, out),
-            XIn::Binary { bytes, precision } => match precision {
+            XIn::Binary {
+                bytes, precision, ..
+            } => match precision {
                 Precision::F32 => fill_values(
                     bytes
                         .as_chunks::<4>()
@@ -556,6 +587,24 @@ impl XIn {
             },
         }
     }
+}
+
+/// Checks that every little-endian value of `precision` in `bytes` (a whole
+/// number of them) is finite; the first that is not is named by its index,
+/// counted from `first` (the index of the first value in `bytes`).
+pub(crate) fn check_finite_le(
+    bytes: &[u8],
+    precision: Precision,
+    first: usize,
+) -> Result<(), ApiError> {
+    match precision {
+        Precision::F32 => check_le(bytes.as_chunks::<4>().0, |c| f32::from_le_bytes(c) as f64),
+        Precision::F64 => check_le(bytes.as_chunks::<8>().0, f64::from_le_bytes),
+    }
+    .map_err(|(i, v)| {
+        let i = first + i;
+        ApiError::NonFinite(format!("x[{i}] = {v:?} is not finite in {precision}"))
+    })
 }
 
 /// Writes `values` converted to `T` into `out`, refusing the first one that is

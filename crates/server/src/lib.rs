@@ -23,6 +23,7 @@ pub mod layers;
 pub mod metrics;
 pub mod openapi;
 pub mod planner;
+pub mod pool;
 pub mod queue;
 pub mod ready;
 pub mod recovery;
@@ -33,6 +34,7 @@ pub mod serve;
 pub mod shared;
 pub mod state;
 pub mod tune;
+pub mod xbody;
 
 pub use config::{Config, Limits};
 pub use error::ApiError;

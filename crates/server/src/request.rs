@@ -3,6 +3,7 @@
 //! straight into typed fields; multipart parts are streamed, checked by name
 //! and size as they arrive, and decoded (one gzip layer) only once whole.
 
+use crate::auth::Principal;
 use crate::budget::Reservation;
 use crate::config::Limits;
 use crate::error::ApiError;
@@ -11,11 +12,12 @@ use crate::input::{
     body_kind, content_encoding_is_gzip, gunzip_reserved, parse_estimate, parse_matrix_body,
     parse_x_json, read_body, BodyKind, CsrJson, MatrixField, Precision, Query,
 };
-use crate::state::AppState;
+use crate::state::{AppState, StoredMatrix};
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap};
 use serde::Deserialize;
 use sparse::Csr;
+use std::sync::Arc;
 
 use crate::routes::blocking;
 
@@ -71,6 +73,9 @@ pub enum Source {
     Inline(Csr<f64>),
     /// Uploaded before with POST /matrices.
     Id(String),
+    /// Uploaded, already looked up and on the device before x was received
+    /// ([`crate::xbody`]); with its set-up time when this request uploaded it.
+    Ready(Arc<StoredMatrix>, Option<f64>),
 }
 
 /// A parsed /spmv request.
@@ -155,10 +160,14 @@ fn assemble(
 /// holds in the budget (kept until the answer is built).
 pub async fn read_spmv(
     s: &AppState,
+    who: &Principal,
     q: Query,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(SpmvRequest, Reservation), ApiError> {
+    if let Some(id) = streamable_x(s, &q, headers)? {
+        return stream_x_request(s, who, q, headers, body, id).await;
+    }
     if let Some(BodyKind::Multipart(boundary)) = declared_multipart(headers)? {
         return read_multipart(s, q, headers, body, boundary).await;
     }
@@ -245,6 +254,53 @@ async fn binary_x_request(
         verify: q.verify.unwrap_or(false),
         expected_calls: q.expected_calls,
     })
+}
+
+/// The matrix id when the body is binary x for an uploaded matrix that can be
+/// received straight into the buffer the device's upload reads: a device is
+/// open, the body is not gzip, and y is not verified (which needs x on the
+/// host as values).
+fn streamable_x(s: &AppState, q: &Query, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let binary = headers.get(header::CONTENT_TYPE).is_some()
+        && matches!(body_kind(headers, b"")?, BodyKind::Binary);
+    let ok = binary
+        && s.device().available()
+        && !q.verify.unwrap_or(false)
+        && !content_encoding_is_gzip(headers)?;
+    Ok(q.matrix_id.clone().filter(|_| ok))
+}
+
+/// Binary x for the uploaded matrix `id`: the matrix is looked up and put on
+/// the device first (on its first use in this precision), then the body is
+/// received chunk by chunk into a buffer of the matrix's x pool, each value
+/// checked finite as it arrives ([`crate::xbody::receive_x`]).
+async fn stream_x_request(
+    s: &AppState,
+    who: &Principal,
+    q: Query,
+    headers: &HeaderMap,
+    body: Body,
+    id: String,
+) -> Result<(SpmvRequest, Reservation), ApiError> {
+    let p = q.precision.unwrap_or(Precision::DEFAULT);
+    let Some(m) = s.resolve(&id, who, true).await? else {
+        return Err(ApiError::NotFound(id));
+    };
+    let want = m.host.ncols() * p.bytes();
+    let res = s.budget().reserve(want as u64).await?;
+    let (ready, created) = s.ensure_ready(&m, p).await?;
+    let mut x = ready.buffers.pools.x.take(want);
+    crate::xbody::receive_x(body, headers, s.limits(), p, x.as_mut()).await?;
+    Ok((
+        SpmvRequest {
+            source: Source::Ready(m, created.then_some(ready.setup_ms)),
+            x: XIn::received(x.into_bytes(), p),
+            precision: p,
+            verify: false,
+            expected_calls: q.expected_calls,
+        },
+        res,
+    ))
 }
 
 /// The multipart boundary, when the `Content-Type` says multipart.

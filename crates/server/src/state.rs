@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::input::{y_binary, Precision, XIn};
 use crate::metrics::{Gauges, Metrics};
 use crate::planner::{Planned, Planner};
+use crate::pool::VectorPools;
 use crate::queue::DeviceQueue;
 use crate::recovery::{DeviceSlot, RebuildPolicy};
 use crate::request_log::RequestLog;
@@ -135,6 +136,8 @@ pub struct DeviceBuffers {
     pub matrix: AnyMatrix,
     /// The prepared plan.
     pub plan: AnyPlan,
+    /// Host buffers of x's body and y's answer, reused from call to call.
+    pub pools: VectorPools,
 }
 
 /// What an uploaded matrix holds for one precision.
@@ -259,9 +262,10 @@ pub enum YVec {
     F32(Vec<f32>),
     /// Double precision.
     F64(Vec<f64>),
-    /// Already encoded as little-endian bytes of the precision (binary answers
-    /// that are not verified: the encoding is the one pass over y).
-    Bytes(Vec<u8>),
+    /// Already little-endian bytes of the precision (binary answers that are
+    /// not verified): read from the device straight into them, or encoded in
+    /// one pass over y. A reused buffer goes back to its pool once sent.
+    Bytes(axum::body::Bytes),
 }
 
 /// The result of one SpMV.
@@ -285,11 +289,13 @@ pub fn device_bytes(a: &Csr<f64>, p: Precision) -> u64 {
 
 /// Everything one prepared precision holds, charged to the cache: the device
 /// buffers ([`device_bytes`]), the plan's host copy (bin row lists and
-/// per-bin counts) and the prepared launches ([`ENTRY_OVERHEAD`]).
+/// per-bin counts), the idle x and y buffers its [`VectorPools`] keep, and
+/// the prepared launches ([`ENTRY_OVERHEAD`]).
 pub fn ready_bytes(a: &Csr<f64>, p: Precision, planned: &Planned) -> u64 {
     let b = &planned.binning;
     let lists: u64 = b.bins.iter().map(|v| 4 * v.len() as u64).sum();
-    device_bytes(a, p) + lists + 8 * b.bin_nnz.len() as u64 + ENTRY_OVERHEAD
+    let pools = (a.nrows() + a.ncols()) as u64 * p.bytes() as u64;
+    device_bytes(a, p) + lists + 8 * b.bin_nnz.len() as u64 + pools + ENTRY_OVERHEAD
 }
 
 /// The matrix in precision `T`, refusing values that are not finite there.
@@ -321,7 +327,11 @@ pub fn upload_blocking(
         &planned.plan,
         LaunchMode::Grouped,
     )?;
-    Ok(DeviceBuffers { matrix, plan })
+    Ok(DeviceBuffers {
+        matrix,
+        plan,
+        pools: VectorPools::default(),
+    })
 }
 
 impl engine::XSource for XIn {
@@ -340,8 +350,9 @@ impl engine::XSource for XIn {
 /// y = A x on the device (blocking; run on the device worker). Binary x with a
 /// binary answer (`bytes_y`, nothing to verify) on a little-endian device goes
 /// from the body to the device and from the device into the answer's bytes
-/// with no host copy ([`Engine::execute_any_le`]); otherwise x is converted
-/// straight into the pinned staging buffer and y read straight out of it (as
+/// (a buffer of the matrix's y pool, reused from call to call) with no host
+/// copy ([`Engine::execute_any_le_into`]); otherwise x is converted straight
+/// into the pinned staging buffer and y read straight out of it (as
 /// little-endian bytes when `bytes_y`, else as values).
 pub fn execute_blocking(
     engine: &Engine,
@@ -350,9 +361,13 @@ pub fn execute_blocking(
     bytes_y: bool,
 ) -> Result<Executed, ApiError> {
     if bytes_y {
-        if let Some((y, timings)) = engine.execute_any_le(&b.matrix, &b.plan, x)? {
+        let mut y = b
+            .pools
+            .y
+            .take(b.matrix.nrows() * b.matrix.precision().bytes());
+        if let Some(timings) = engine.execute_any_le_into(&b.matrix, &b.plan, x, y.vec_mut())? {
             return Ok(Executed {
-                y: YVec::Bytes(y),
+                y: YVec::Bytes(y.into_bytes()),
                 timings,
                 launches: b.plan.launches().len(),
             });
@@ -360,8 +375,8 @@ pub fn execute_blocking(
     }
     let (y, timings) =
         engine.execute_any_with(&b.matrix, &b.plan, x, |y: Values<'_>| match (y, bytes_y) {
-            (Values::F32(y), true) => YVec::Bytes(y_binary(y)),
-            (Values::F64(y), true) => YVec::Bytes(y_binary(y)),
+            (Values::F32(y), true) => YVec::Bytes(y_binary(y).into()),
+            (Values::F64(y), true) => YVec::Bytes(y_binary(y).into()),
             (Values::F32(y), false) => YVec::F32(y.to_vec()),
             (Values::F64(y), false) => YVec::F64(y.to_vec()),
         })?;

@@ -76,9 +76,20 @@ pub fn tune_blocking(
     if !cfg.enabled || host.nnz() == 0 {
         return Ok((buffers, planned));
     }
-    let DeviceBuffers { matrix, plan } = buffers;
+    let DeviceBuffers {
+        matrix,
+        plan,
+        pools,
+    } = buffers;
     let (plan, planned) = race(engine, &matrix, plan, host, planned, cfg)?;
-    Ok((DeviceBuffers { matrix, plan }, planned))
+    Ok((
+        DeviceBuffers {
+            matrix,
+            plan,
+            pools,
+        },
+        planned,
+    ))
 }
 
 /// The single kernels to race against a plan (the plan itself when it is one of them is skipped).

@@ -1,0 +1,370 @@
+//! The /spmv request path for binary x by matrix id (issue 11 item 11): x's
+//! body is received chunk by chunk straight into a reused buffer, so values
+//! split across chunks, wrong lengths, non-finite values, reuse of the x and
+//! y buffers and concurrent calls on one matrix are checked here against
+//! `sparse::spmv::spmv_ref`, in both precisions; the JSON forms beside them.
+
+mod common;
+
+use axum::body::{Body, Bytes};
+use axum::http::Request;
+use axum::Router;
+use common::*;
+use serde_json::json;
+use sparse::Csr;
+use std::convert::Infallible;
+
+/// x as little-endian bytes of `p` ("f32" or "f64").
+fn le_bytes(x: &[f64], p: &str) -> Vec<u8> {
+    match p {
+        "f32" => x.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+        _ => x.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+    }
+}
+
+/// Splits `bytes` into chunks whose sizes cycle through `sizes`.
+fn chunked(bytes: &[u8], sizes: &[usize]) -> Vec<Vec<u8>> {
+    let (mut out, mut at, mut i) = (Vec::new(), 0, 0);
+    while at < bytes.len() {
+        let n = sizes[i % sizes.len()].min(bytes.len() - at);
+        out.push(bytes[at..at + n].to_vec());
+        at += n;
+        i += 1;
+    }
+    out
+}
+
+/// POST /spmv?matrix_id=..&precision=.. with the body streamed in `chunks`
+/// (and a Content-Length when `declared`); y as binary when `binary_y`.
+fn x_request(
+    id: &str,
+    p: &str,
+    chunks: Vec<Vec<u8>>,
+    binary_y: bool,
+    declared: bool,
+) -> Request<Body> {
+    let total: usize = chunks.iter().map(Vec::len).sum();
+    let stream = futures_util::stream::iter(
+        chunks
+            .into_iter()
+            .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
+    );
+    let mut r = Request::post(format!("/spmv?matrix_id={id}&precision={p}"))
+        .header("content-type", "application/octet-stream");
+    if binary_y {
+        r = r.header("accept", "application/octet-stream");
+    }
+    if declared {
+        r = r.header("content-length", total.to_string());
+    }
+    r.body(Body::from_stream(stream)).unwrap()
+}
+
+/// y of an answer: binary little-endian of `p`, or JSON.
+fn y_from(r: &Resp, p: &str, binary_y: bool) -> Vec<f64> {
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    if !binary_y {
+        return y_of(&r.json());
+    }
+    match p {
+        "f32" => r
+            .body
+            .as_chunks::<4>()
+            .0
+            .iter()
+            .map(|c| f32::from_le_bytes(*c) as f64)
+            .collect(),
+        _ => r
+            .body
+            .as_chunks::<8>()
+            .0
+            .iter()
+            .map(|c| f64::from_le_bytes(*c))
+            .collect(),
+    }
+}
+
+/// Checks y against the reference SpMV in precision `p`.
+fn check(a: &Csr<f64>, x: &[f64], y: &[f64], p: &str) {
+    assert_eq!(y.len(), a.nrows());
+    match p {
+        "f32" => check_y::<f32>(a, x, y),
+        _ => check_y::<f64>(a, x, y),
+    }
+}
+
+async fn upload(app: &Router, a: &Csr<f64>) -> String {
+    let r = send(app, post("/matrices", "text/plain", mm_text(a))).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()["id"].as_str().unwrap().to_string()
+}
+
+/// Chunk sizes that split values of both widths at every offset.
+const ODD: [usize; 7] = [1, 3, 5, 7, 11, 13, 4099];
+
+#[tokio::test]
+async fn binary_x_in_odd_chunks_gives_the_reference_y() {
+    let Some((app, _)) = device_app(
+        "binary_x_in_odd_chunks_gives_the_reference_y",
+        &["--no-database"],
+    )
+    .await
+    else {
+        return;
+    };
+    let a = random_matrix(300, 1037, 7);
+    let id = upload(&app, &a).await;
+    for p in ["f64", "f32"] {
+        // Several calls with different x: the reused buffers must hold
+        // nothing of the call before.
+        for (k, binary_y) in [(1, true), (2, true), (3, false), (4, true)] {
+            let x = random_x(a.ncols(), k);
+            let body = chunked(&le_bytes(&x, p), &ODD[(k as usize) % 3..]);
+            let r = send(&app, x_request(&id, p, body, binary_y, k % 2 == 0)).await;
+            check(&a, &x, &y_from(&r, p, binary_y), p);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_held_answer_keeps_its_y_while_later_calls_run() {
+    let Some((app, _)) = device_app(
+        "a_held_answer_keeps_its_y_while_later_calls_run",
+        &["--no-database"],
+    )
+    .await
+    else {
+        return;
+    };
+    let a = random_matrix(400, 400, 8);
+    let id = upload(&app, &a).await;
+    let x1 = random_x(a.ncols(), 10);
+    let first = send(
+        &app,
+        x_request(&id, "f64", vec![le_bytes(&x1, "f64")], true, true),
+    )
+    .await;
+    let y1 = first.body.clone();
+    for k in 11..14 {
+        let x = random_x(a.ncols(), k);
+        let r = send(
+            &app,
+            x_request(&id, "f64", chunked(&le_bytes(&x, "f64"), &ODD), true, false),
+        )
+        .await;
+        check(&a, &x, &y_from(&r, "f64", true), "f64");
+    }
+    assert_eq!(first.body, y1);
+    check(&a, &x1, &y_from(&first, "f64", true), "f64");
+}
+
+#[tokio::test]
+async fn wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works() {
+    let Some((app, _)) = device_app(
+        "wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works",
+        &["--no-database"],
+    )
+    .await
+    else {
+        return;
+    };
+    let a = random_matrix(120, 97, 9);
+    let id = upload(&app, &a).await;
+    for p in ["f64", "f32"] {
+        let w = if p == "f32" { 4 } else { 8 };
+        let good = le_bytes(&random_x(a.ncols(), 20), p);
+        let short = good[..good.len() - w].to_vec();
+        let mut long = good.clone();
+        long.extend_from_slice(&good[..3 * w]);
+        for declared in [false, true] {
+            for (body, found) in [
+                (short.clone(), a.ncols() - 1),
+                (long.clone(), a.ncols() + 3),
+            ] {
+                let r = send(
+                    &app,
+                    x_request(&id, p, chunked(&body, &ODD), true, declared),
+                )
+                .await;
+                assert_eq!(
+                    r.status,
+                    422,
+                    "{p} declared={declared}: {}",
+                    String::from_utf8_lossy(&r.body)
+                );
+                let (code, msg) = r.error();
+                assert_eq!(code, "x_length");
+                assert!(msg.contains(&format!("x has {found} entries")), "{msg}");
+                assert!(msg.contains(&format!("{} columns", a.ncols())), "{msg}");
+            }
+            let mut ragged = good.clone();
+            ragged.push(0);
+            let r = send(
+                &app,
+                x_request(&id, p, chunked(&ragged, &ODD), true, declared),
+            )
+            .await;
+            assert_eq!(r.status, 400);
+            let (code, msg) = r.error();
+            assert_eq!(code, "bad_request");
+            assert!(
+                msg.contains(&format!("{} bytes, not a multiple of {w}", good.len() + 1)),
+                "{msg}"
+            );
+            assert!(
+                msg.contains(&format!("{} bytes expected", good.len())),
+                "{msg}"
+            );
+            let x = random_x(a.ncols(), 21);
+            let r = send(
+                &app,
+                x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, declared),
+            )
+            .await;
+            check(&a, &x, &y_from(&r, p, true), p);
+        }
+    }
+}
+
+#[tokio::test]
+async fn non_finite_x_is_named_even_when_split_across_chunks() {
+    let Some((app, _)) = device_app(
+        "non_finite_x_is_named_even_when_split_across_chunks",
+        &["--no-database"],
+    )
+    .await
+    else {
+        return;
+    };
+    let a = random_matrix(150, 211, 10);
+    let id = upload(&app, &a).await;
+    for p in ["f64", "f32"] {
+        let w = if p == "f32" { 4 } else { 8 };
+        for (at, bad) in [(0, f64::NAN), (77, f64::INFINITY), (210, f64::NEG_INFINITY)] {
+            let mut x = random_x(a.ncols(), 30);
+            x[at] = bad;
+            let bytes = le_bytes(&x, p);
+            // Split inside the bad value itself.
+            let cut = at * w + w / 2;
+            let body = vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()];
+            let r = send(&app, x_request(&id, p, body, true, false)).await;
+            assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+            let (code, msg) = r.error();
+            assert_eq!(code, "non_finite");
+            assert!(msg.contains(&format!("x[{at}] = ")), "{msg}");
+            assert!(msg.contains(&format!("not finite in {p}")), "{msg}");
+        }
+        // The buffer that held the refused values serves the next call.
+        let x = random_x(a.ncols(), 31);
+        let r = send(
+            &app,
+            x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, false),
+        )
+        .await;
+        check(&a, &x, &y_from(&r, p, true), p);
+    }
+}
+
+#[tokio::test]
+async fn json_forms_are_unchanged_and_f32_overflow_is_refused() {
+    let Some((app, _)) = device_app(
+        "json_forms_are_unchanged_and_f32_overflow_is_refused",
+        &["--no-database"],
+    )
+    .await
+    else {
+        return;
+    };
+    let a = random_matrix(200, 180, 11);
+    let id = upload(&app, &a).await;
+    for p in ["f64", "f32"] {
+        let x = random_x(a.ncols(), 40);
+        let r = send(
+            &app,
+            post_json("/spmv", json!({"matrix_id": id, "x": x, "precision": p})),
+        )
+        .await;
+        check(&a, &x, &y_from(&r, p, false), p);
+        let r = send(
+            &app,
+            post_json(
+                "/spmv",
+                json!({"matrix": csr_json(&a), "x": x, "precision": p}),
+            ),
+        )
+        .await;
+        check(&a, &x, &y_from(&r, p, false), p);
+    }
+    // 1e300 is finite in f64 but overflows f32.
+    let mut x = random_x(a.ncols(), 41);
+    x[5] = 1e300;
+    let r = send(
+        &app,
+        post_json(
+            "/spmv",
+            json!({"matrix_id": id, "x": x, "precision": "f32"}),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 422);
+    let (code, msg) = r.error();
+    assert_eq!(code, "non_finite");
+    assert!(msg.contains("x[5] = 1e300 is not finite in f32"), "{msg}");
+    let r = send(
+        &app,
+        post_json(
+            "/spmv",
+            json!({"matrix_id": id, "x": x, "precision": "f64"}),
+        ),
+    )
+    .await;
+    check(&a, &x, &y_from(&r, "f64", false), "f64");
+}
+
+#[tokio::test]
+async fn a_slow_body_does_not_hold_up_another_call_on_the_same_matrix() {
+    let Some((app, _)) = device_app(
+        "a_slow_body_does_not_hold_up_another_call_on_the_same_matrix",
+        &["--no-database"],
+    )
+    .await
+    else {
+        return;
+    };
+    let a = random_matrix(256, 300, 12);
+    let id = upload(&app, &a).await;
+    let (slow_x, quick_x) = (random_x(a.ncols(), 50), random_x(a.ncols(), 51));
+    let bytes = le_bytes(&slow_x, "f64");
+    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|c| (Ok::<_, Infallible>(Bytes::from(c)), rx))
+    });
+    let slow = Request::post(format!("/spmv?matrix_id={id}&precision=f64"))
+        .header("content-type", "application/octet-stream")
+        .header("accept", "application/octet-stream")
+        .body(Body::from_stream(stream))
+        .unwrap();
+    let app2 = app.clone();
+    let slow = tokio::spawn(async move { send(&app2, slow).await });
+    // Half of x (cut inside a value), then another whole call on the same matrix.
+    tx.send(bytes[..1203].to_vec()).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let r = send(
+        &app,
+        x_request(
+            &id,
+            "f64",
+            chunked(&le_bytes(&quick_x, "f64"), &ODD),
+            true,
+            false,
+        ),
+    )
+    .await;
+    check(&a, &quick_x, &y_from(&r, "f64", true), "f64");
+    tx.send(bytes[1203..].to_vec()).await.unwrap();
+    drop(tx);
+    let r = slow.await.unwrap();
+    check(&a, &slow_x, &y_from(&r, "f64", true), "f64");
+}

@@ -462,3 +462,106 @@ fn fit_refuses_bad_input() {
         Err(SelectorError::NoSamples { .. })
     ));
 }
+
+/// The environment variable naming the file [`fit_dump_child`] writes.
+const DUMP_ENV: &str = "SPMV_TEST_FIT_DUMP";
+
+/// Samples full of equally good splits: stage-1 features copied (a monotone
+/// function of another, so every cut on one has a twin on the other) and values
+/// drawn from few levels, stage-2 times noisy over many kernels, time weights.
+fn samples_with_ties() -> (Vec<Stage1Sample>, Vec<Stage2Sample>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let nf = STAGE1_FEATURES.len();
+    let s1: Vec<Stage1Sample> = (0..240)
+        .map(|i| {
+            let mut x: Vec<f64> = (0..nf).map(|_| rng.gen_range(0..6) as f64).collect();
+            for j in (0..nf / 2).step_by(3) {
+                x[nf - 1 - j] = 3.0 * x[j] + 1.0;
+            }
+            let times = Scheme::all()
+                .into_iter()
+                .map(|s| (s, 1.0 + rng.gen_range(0.0..1.0) * (1.0 + x[0])))
+                .collect();
+            Stage1Sample {
+                matrix: format!("m{i}"),
+                features: x,
+                scheme_times: times,
+                scheme_ci: Vec::new(),
+            }
+        })
+        .collect();
+    let mut s2 = tied_stage2();
+    for s in &mut s2 {
+        for (_, t) in &mut s.kernel_times {
+            *t *= rng.gen_range(0.8..1.25);
+        }
+    }
+    (s1, s2)
+}
+
+/// The model fitted on [`samples_with_ties`], as JSON with the date blanked.
+fn tied_fit_json() -> String {
+    let (s1, s2) = samples_with_ties();
+    let params = TrainParams::new()
+        .weighting(Weighting::TieRelabelTimeWeighted)
+        .check()
+        .unwrap();
+    let mut model = fit(&s1, &s2, &params).unwrap();
+    model.card.created = "fixed for the comparison".into();
+    model.to_json_string()
+}
+
+/// Writes [`tied_fit_json`] to the file named by `SPMV_TEST_FIT_DUMP`; run by
+/// `fits_are_identical_in_separate_processes` in child processes.
+#[test]
+#[ignore = "a child of fits_are_identical_in_separate_processes"]
+fn fit_dump_child() {
+    let path = std::env::var(DUMP_ENV).expect("SPMV_TEST_FIT_DUMP names the output file");
+    std::fs::write(path, tied_fit_json()).unwrap();
+}
+
+/// Two processes hash differently (std's `RandomState`), which is what made
+/// linfa-trees' choice among equally good splits change between fits.
+#[test]
+fn fits_are_identical_in_separate_processes() {
+    let dir = std::env::temp_dir().join(format!("spmv-fit-determinism-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut outputs = Vec::new();
+    for run in 0..2 {
+        let path = dir.join(format!("model{run}.json"));
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "fit_dump_child", "--ignored", "--test-threads=1"])
+            .env(DUMP_ENV, &path)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "child fit {run} failed: {status}");
+        outputs.push(std::fs::read(&path).unwrap());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let here = tied_fit_json();
+    assert!(
+        outputs[0] == outputs[1],
+        "two processes fitted different models"
+    );
+    assert!(
+        outputs[0] == here.as_bytes(),
+        "a child and this process differ"
+    );
+    // The data really is full of ties: the tree split on a copied feature's twin
+    // never, since the lower index wins among equally good splits.
+    let v: serde_json::Value = serde_json::from_str(&here).unwrap();
+    let nf = STAGE1_FEATURES.len();
+    let copies: Vec<usize> = (0..nf / 2).step_by(3).map(|j| nf - 1 - j).collect();
+    let splits: Vec<u64> = v["stage1"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["feature"].as_u64())
+        .collect();
+    assert!(splits.len() > 3, "a real tree: {splits:?}");
+    assert!(
+        splits.iter().all(|f| !copies.contains(&(*f as usize))),
+        "split on a copy: {splits:?}"
+    );
+}

@@ -189,14 +189,29 @@ pub fn fit(
     stage2: &[Stage2Sample],
     params: &ValidTrainParams,
 ) -> Result<Model, SelectorError> {
+    fit_extended(stage1, stage2, params, &[])
+}
+
+/// As [`fit`], on vectors that carry the values of the features `extra` after
+/// the layouts' own (stage 1: after [`crate::STAGE1_FEATURES`]; stage 2: after
+/// [`crate::STAGE2_FEATURES`], so every other position is unchanged). The card's
+/// feature order lists them, so this build refuses to load such a model: it is
+/// for judging features offline (`trainer feature-study`), with
+/// [`Model::predict_scheme`] and [`Model::predict_kernel`] on such vectors.
+pub fn fit_extended(
+    stage1: &[Stage1Sample],
+    stage2: &[Stage2Sample],
+    params: &ValidTrainParams,
+    extra: &[&str],
+) -> Result<Model, SelectorError> {
     if stage1.is_empty() {
         return Err(SelectorError::NoSamples { what: "stage-1" });
     }
     if stage2.is_empty() {
         return Err(SelectorError::NoSamples { what: "stage-2" });
     }
-    let schemes = stage1_classes(stage1)?;
-    let kernels = stage2_classes(stage2)?;
+    let schemes = stage1_classes(stage1, crate::STAGE1_FEATURES.len() + extra.len())?;
+    let kernels = stage2_classes(stage2, crate::STAGE2_LEN + extra.len())?;
     let s1 = stage1_samples(stage1, &schemes);
     let fit1 = fit_stage(&s1, schemes.len(), params)?;
 
@@ -222,7 +237,7 @@ pub fn fit(
         version: MODEL_FORMAT_VERSION,
         device: "unknown".into(),
         precision: "unknown".into(),
-        feature_order: FeatureOrder::current(),
+        feature_order: FeatureOrder::current().with_extra(extra),
         corpus: String::new(),
         created: today_utc(),
         hyper_parameters: TrainParams::from(*params),

@@ -60,7 +60,7 @@ pub use eval::{
     evaluate_stage1, evaluate_stage2, fit_variants, EvalReport, StageMetrics, VariantResult,
 };
 pub use explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
-pub use fit::fit;
+pub use fit::{fit, fit_extended};
 pub use labels::{Stage1Sample, Stage2Sample};
 pub use lazy::{weigh_features, FeatureWeighing};
 pub use linfa::ParamGuard;

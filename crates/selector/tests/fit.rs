@@ -565,3 +565,49 @@ fn fits_are_identical_in_separate_processes() {
         "split on a copy: {splits:?}"
     );
 }
+
+#[test]
+fn fit_extended_reads_the_appended_features_and_such_a_model_is_not_loaded() {
+    // The scheme is a function of one extra feature only; every shipped feature is noise.
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let nf = STAGE1_FEATURES.len();
+    let mut make = |i: usize| {
+        let mut x: Vec<f64> = (0..nf).map(|_| rng.gen_range(0.0..1.0)).collect();
+        let extra = rng.gen_range(0.0..1.0);
+        x.push(extra);
+        let best = if extra < 0.3 {
+            Scheme::Single
+        } else {
+            Scheme::Granularity(100)
+        };
+        let schemes = [Scheme::Single, Scheme::Granularity(100)];
+        stage1_sample(format!("m{i}"), x, best, schemes, 2.0)
+    };
+    let train: Vec<_> = (0..200).map(&mut make).collect();
+    let mut s2 = tied_stage2()[..30].to_vec();
+    for s in &mut s2 {
+        s.x.push(0.5);
+    }
+    let params = TrainParams::new()
+        .weighting(Weighting::Plain)
+        .check()
+        .unwrap();
+    let model = fit_extended(&train, &s2, &params, &["rows_lt_4"]).unwrap();
+    assert_eq!(evaluate_stage1(&model, &train).unwrap().accuracy, 1.0);
+    assert_eq!(model.leaves().0, 2, "one cut on the extra feature");
+    assert_eq!(model.card.feature_order.stage1.last().unwrap(), "rows_lt_4");
+    assert_eq!(model.card.feature_order.stage2.last().unwrap(), "rows_lt_4");
+    // Vectors of the plain layout are refused by fit_extended, and the other way round.
+    let plain: Vec<_> = train
+        .iter()
+        .map(|s| Stage1Sample {
+            features: s.features[..nf].to_vec(),
+            ..s.clone()
+        })
+        .collect();
+    assert!(fit_extended(&plain, &s2, &params, &["rows_lt_4"]).is_err());
+    assert!(fit(&train, &s2, &params).is_err());
+    // This build computes no such feature, so it refuses the file.
+    let e = Model::from_json_str(&model.to_json_string()).unwrap_err();
+    assert!(e.to_string().contains("rows_lt_4"), "{e}");
+}

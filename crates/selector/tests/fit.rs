@@ -1,6 +1,7 @@
 //! Fitting on synthetic labels: exact learning of tied and tiny-valued features
-//! (where linfa-trees needs our workarounds), time-weighted vs plain labels on
-//! near-ties, and the model against the rule and majority baselines.
+//! (where linfa-trees failed, which is why the split search is ours), the same
+//! model from two processes, time-weighted vs plain labels on near-ties, and the
+//! model against the rule and majority baselines.
 
 mod common;
 
@@ -145,9 +146,10 @@ fn tied_stage2_labels_are_learned_exactly() {
     }
 }
 
-/// Why `fit` grows the tree itself: linfa-trees' own recursion, on the same data
-/// (already transformed), misses the cuts on U. If this starts to fail, linfa has
-/// been fixed and the node-by-node growth could go.
+/// One reason `fit` does not use linfa-trees: its own recursion, on the same data
+/// (already transformed), misses the cuts on U (the other is hash-order ties,
+/// `fits_are_identical_in_separate_processes`). If this starts to fail, linfa's
+/// tied-value search has been fixed.
 #[test]
 fn linfa_alone_misses_splits_on_tied_values() {
     let s2 = tied_stage2();
@@ -262,9 +264,10 @@ fn tiny_feature_values_are_split_thanks_to_the_transform() {
     assert_eq!(tr.accuracy, 1.0);
     assert!(te.accuracy >= 0.98, "{te:?}");
 
-    // Why the transform exists: linfa-trees on the raw values cannot cut between
-    // values closer than 1e-5, so it learns nothing here. If this starts to pass,
-    // linfa has been fixed and the transform could go.
+    // Why the transform was needed with linfa-trees: on the raw values it cannot
+    // cut between values closer than 1e-5, so it learns nothing here. Our search
+    // cuts between any two distinct values; the transform stays because model
+    // files store cuts in its units.
     let id = feature_index(&STAGE1_FEATURES, "density");
     let x = Array2::from_shape_vec(
         (train.len(), 1),

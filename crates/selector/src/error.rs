@@ -32,7 +32,7 @@ pub enum SelectorError {
         /// What is wrong.
         reason: String,
     },
-    /// linfa-trees refused to fit (its own error, as text).
+    /// A fit could not be made (the reason, as text).
     #[error("decision tree fit failed: {0}")]
     Fit(String),
     /// A model file was written for another feature layout than the one this build computes.

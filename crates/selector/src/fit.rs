@@ -1,35 +1,40 @@
-//! Fitting the two trees with linfa-trees, from labelled samples.
+//! Fitting the two trees from labelled samples: our own recursion, one exact
+//! deterministic split search per node ([`crate::split`]).
 //!
-//! Workarounds for linfa-trees 0.8.1, each checked by a test in `tests/fit.rs`:
-//! * features go through the monotone [`crate::vector::spread`] transform, because
-//!   linfa never cuts between sorted neighbours closer than an absolute 1e-5;
-//! * linfa's `min_impurity_decrease` default (1e-5) stops at splits whose gain is
-//!   small in absolute terms, which on many samples hides a split separating a few
-//!   of them; our default is 1e-7;
-//! * the tree is grown by our own recursion that asks linfa for the best split of
-//!   each node on exactly that node's samples ([`Grower`] says why: linfa's own
-//!   recursion misses splits on features with many tied values);
-//! * leaf classes are the heaviest label with a deterministic tie-break (linfa's
-//!   depends on `HashMap` order), and subtrees predicting one class are merged.
+//! Why not linfa-trees 0.8.1 (used here until its two faults were measured, each
+//! shown by a test in `tests/fit.rs`):
+//! * its recursion decides whether two sorted neighbours are tied by looking at
+//!   the next sample in the *global* sort order, even one outside the node, so on
+//!   features with many tied values (U, bin ids) deep nodes miss obvious cuts
+//!   (the `Grower` below asked it for one node at a time to get around this);
+//! * its split scores are `f32` sums over a `HashMap<label, weight>` in iteration
+//!   order (`gini_impurity`/`entropy` and the node total, in
+//!   `decision_trees/algorithm.rs`), and each map takes a fresh `RandomState`, so
+//!   the last bits of a score change from process to process; whenever two
+//!   candidate splits are equally good (two features cutting the node's samples
+//!   the same way, common in small nodes) which one wins is random, and two fits
+//!   of the same samples gave different trees. Nothing we pass in fixes that: the
+//!   hasher is not a parameter, any label type is hashed with the random keys, and
+//!   a sum of three or more `f32` terms depends on its order whatever the weights.
 //!
-//! Known limit: when two splits score exactly the same, which one linfa returns can
-//! depend on `HashMap` iteration order (its impurity sums run in that order), so two
-//! fits of the same data can differ in such equally good splits.
+//! Kept from the linfa days: features go through the monotone
+//! [`crate::vector::spread`] transform (cuts are stored in its units), a split
+//! must lower the impurity by `min_impurity_decrease` (default 1e-7), leaf classes
+//! are the heaviest label (lowest index on ties), and subtrees predicting one class
+//! are merged.
 
 use crate::labels::{
     make_labels, stage1_classes, stage1_samples, stage2_classes, stage2_samples, ClassSamples,
     LabelSet,
 };
 use crate::model::{today_utc, FeatureOrder, ModelCard, MODEL_FORMAT_VERSION};
+use crate::split::SplitSearch;
 use crate::tree::{Node, Tree};
 use crate::vector::{spread, unspread};
 use crate::{
-    evaluate_stage1, evaluate_stage2, Criterion, Model, SelectorError, Stage1Sample, Stage2Sample,
-    TrainParams, ValidTrainParams, STAGE1_FEATURES, STAGE2_FEATURES,
+    evaluate_stage1, evaluate_stage2, Model, SelectorError, Stage1Sample, Stage2Sample,
+    TrainParams, ValidTrainParams,
 };
-use linfa::prelude::*;
-use linfa_trees::{DecisionTree, SplitQuality};
-use ndarray::{Array1, Array2};
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use serde_json::json;
@@ -42,7 +47,6 @@ struct StageFit {
 
 fn fit_stage(
     s: &ClassSamples,
-    names: &[&str],
     n_classes: usize,
     p: &ValidTrainParams,
 ) -> Result<StageFit, SelectorError> {
@@ -55,7 +59,6 @@ fn fit_stage(
         tx: &tx,
         labels: &labels.labels,
         weights: &labels.weights,
-        names,
         n_classes,
         params: p,
     };
@@ -68,22 +71,11 @@ fn fit_stage(
     })
 }
 
-/// Grows a tree top-down, asking linfa-trees for the best split of each node.
-///
-/// Why not one linfa fit of the whole tree: linfa-trees 0.8.1 decides whether two
-/// neighbouring sorted values are tied by looking at the next sample in the
-/// *global* sort order, even when that sample is not in the node being split. On a
-/// feature with many tied values (U, bin ids) the cut between two values is then
-/// only tried when the globally last sample of the lower value happens to be in
-/// the node, so deep nodes miss obvious splits (`tests/fit.rs` shows a tree stuck at
-/// 96% training accuracy on labels that are a pure function of U and row length).
-/// Fitting a depth-1 tree on exactly the node's samples makes every sample visible,
-/// so linfa's search is exact there.
+/// Grows a tree top-down: each node split by the best exact split of its own rows.
 struct Grower<'a> {
     tx: &'a [Vec<f64>],
     labels: &'a [usize],
     weights: &'a [f32],
-    names: &'a [&'a str],
     n_classes: usize,
     params: &'a ValidTrainParams,
 }
@@ -104,36 +96,19 @@ impl Grower<'_> {
         (best, rows.iter().all(|&r| self.labels[r] == first))
     }
 
-    /// linfa's best split of `rows`: (feature, cut), or `None` when no split gains enough.
-    fn best_split(&self, rows: &[usize]) -> Result<Option<(usize, f64)>, SelectorError> {
-        let nf = self.names.len();
-        let mut flat = Vec::with_capacity(rows.len() * nf);
-        for &r in rows {
-            flat.extend_from_slice(&self.tx[r]);
-        }
-        let records = Array2::from_shape_vec((rows.len(), nf), flat)
-            .map_err(|e| SelectorError::Fit(e.to_string()))?;
-        let targets: Array1<usize> = rows.iter().map(|&r| self.labels[r]).collect();
-        let weights: Array1<f32> = rows.iter().map(|&r| self.weights[r]).collect();
-        let dataset = Dataset::new(records, targets)
-            .with_weights(weights)
-            .with_feature_names(self.names.to_vec());
+    /// The best split of `rows` ([`SplitSearch`]): (feature, cut), or `None`.
+    fn best_split(&self, rows: &[usize]) -> Option<(usize, f64)> {
         let p = self.params;
-        let stump = DecisionTree::<f64, usize>::params()
-            .split_quality(match p.criterion() {
-                Criterion::Gini => SplitQuality::Gini,
-                Criterion::Entropy => SplitQuality::Entropy,
-            })
-            .max_depth(Some(1))
-            .min_weight_split(0.0)
-            .min_weight_leaf(p.min_weight_leaf())
-            .min_impurity_decrease(p.min_impurity_decrease())
-            .fit(&dataset)
-            .map_err(|e| SelectorError::Fit(e.to_string()))?;
-        // linfa prunes a split whose two sides predict the same class, but keeps the
-        // split's feature, value and gain on the root; a gain of 0 means no split.
-        let (feature, cut, gain) = stump.root_node().split();
-        Ok((gain > 0.0 && feature < nf && cut.is_finite()).then_some((feature, cut)))
+        let search = SplitSearch {
+            tx: self.tx,
+            labels: self.labels,
+            weights: self.weights,
+            n_classes: self.n_classes,
+            criterion: p.criterion(),
+            min_weight_leaf: p.min_weight_leaf() as f64,
+            min_impurity_decrease: p.min_impurity_decrease(),
+        };
+        search.best(rows).map(|s| (s.feature, s.cut))
     }
 
     /// Grows the subtree of `rows` into `out` (pre-order) and returns its index.
@@ -152,7 +127,7 @@ impl Grower<'_> {
         {
             return Ok(me);
         }
-        let Some((feature, cut)) = self.best_split(&rows)? else {
+        let Some((feature, cut)) = self.best_split(&rows) else {
             return Ok(me);
         };
         // Our walk sends `value < cut` left (as linfa's prediction does).
@@ -214,16 +189,31 @@ pub fn fit(
     stage2: &[Stage2Sample],
     params: &ValidTrainParams,
 ) -> Result<Model, SelectorError> {
+    fit_extended(stage1, stage2, params, &[])
+}
+
+/// As [`fit`], on vectors that carry the values of the features `extra` after
+/// the layouts' own (stage 1: after [`crate::STAGE1_FEATURES`]; stage 2: after
+/// [`crate::STAGE2_FEATURES`], so every other position is unchanged). The card's
+/// feature order lists them, so this build refuses to load such a model: it is
+/// for judging features offline (`trainer feature-study`), with
+/// [`Model::predict_scheme`] and [`Model::predict_kernel`] on such vectors.
+pub fn fit_extended(
+    stage1: &[Stage1Sample],
+    stage2: &[Stage2Sample],
+    params: &ValidTrainParams,
+    extra: &[&str],
+) -> Result<Model, SelectorError> {
     if stage1.is_empty() {
         return Err(SelectorError::NoSamples { what: "stage-1" });
     }
     if stage2.is_empty() {
         return Err(SelectorError::NoSamples { what: "stage-2" });
     }
-    let schemes = stage1_classes(stage1)?;
-    let kernels = stage2_classes(stage2)?;
+    let schemes = stage1_classes(stage1, crate::STAGE1_FEATURES.len() + extra.len())?;
+    let kernels = stage2_classes(stage2, crate::STAGE2_LEN + extra.len())?;
     let s1 = stage1_samples(stage1, &schemes);
-    let fit1 = fit_stage(&s1, &STAGE1_FEATURES, schemes.len(), params)?;
+    let fit1 = fit_stage(&s1, schemes.len(), params)?;
 
     let used2: Vec<Stage2Sample>;
     let stage2_used: &[Stage2Sample] = match params.max_stage2_samples() {
@@ -237,7 +227,7 @@ pub fn fit(
         _ => stage2,
     };
     let s2 = stage2_samples(stage2_used, &kernels);
-    let fit2 = fit_stage(&s2, &STAGE2_FEATURES, kernels.len(), params)?;
+    let fit2 = fit_stage(&s2, kernels.len(), params)?;
 
     let labels = json!({
         "stage1": label_info(&fit1, schemes.iter().map(|s| s.to_string()).collect()),
@@ -247,7 +237,7 @@ pub fn fit(
         version: MODEL_FORMAT_VERSION,
         device: "unknown".into(),
         precision: "unknown".into(),
-        feature_order: FeatureOrder::current(),
+        feature_order: FeatureOrder::current().with_extra(extra),
         corpus: String::new(),
         created: today_utc(),
         hyper_parameters: TrainParams::from(*params),

@@ -2,7 +2,7 @@
 //! and weights: plain argmin, canonical relabelling among near-ties, and
 //! time-lost weights.
 
-use crate::{SelectorError, ValidTrainParams, STAGE1_FEATURES, STAGE2_LEN};
+use crate::{SelectorError, ValidTrainParams};
 use serde::{Deserialize, Serialize};
 use sparse::{Binning, Features, KernelId, Scheme};
 
@@ -11,7 +11,7 @@ use sparse::{Binning, Features, KernelId, Scheme};
 pub struct Stage1Sample {
     /// The matrix's name (for reports and for evaluation's worst case).
     pub matrix: String,
-    /// The stage-1 vector, order [`STAGE1_FEATURES`] (see [`crate::stage1_vector`]).
+    /// The stage-1 vector, order [`crate::STAGE1_FEATURES`] (see [`crate::stage1_vector`]).
     pub features: Vec<f64>,
     /// `(scheme, milliseconds)` of each timed scheme's best plan. The label is the
     /// argmin. A time of `+inf` marks a scheme that failed; NaN, 0 and negative
@@ -148,18 +148,15 @@ fn ci_classes<C: Copy + PartialEq>(ci: &[(C, f64)], classes: &[C]) -> Vec<f64> {
     out
 }
 
-/// Validates stage-1 samples and collects their schemes (sorted by code).
-pub(crate) fn stage1_classes(samples: &[Stage1Sample]) -> Result<Vec<Scheme>, SelectorError> {
+/// Validates stage-1 samples of `len` values each (the layout plus any extra
+/// features) and collects their schemes (sorted by code).
+pub(crate) fn stage1_classes(
+    samples: &[Stage1Sample],
+    len: usize,
+) -> Result<Vec<Scheme>, SelectorError> {
     let mut classes = Vec::new();
     for (i, s) in samples.iter().enumerate() {
-        check_sample(
-            1,
-            i,
-            &s.matrix,
-            &s.features,
-            STAGE1_FEATURES.len(),
-            &s.scheme_times,
-        )?;
+        check_sample(1, i, &s.matrix, &s.features, len, &s.scheme_times)?;
         classes.extend(s.scheme_times.iter().map(|(c, _)| *c));
     }
     classes.sort_by_key(|s: &Scheme| s.code());
@@ -167,11 +164,15 @@ pub(crate) fn stage1_classes(samples: &[Stage1Sample]) -> Result<Vec<Scheme>, Se
     Ok(classes)
 }
 
-/// Validates stage-2 samples and collects their kernels (in [`KernelId::all`] order).
-pub(crate) fn stage2_classes(samples: &[Stage2Sample]) -> Result<Vec<KernelId>, SelectorError> {
+/// Validates stage-2 samples of `len` values each (the layout, [`crate::STAGE2_LEN`], plus
+/// any extra features) and collects their kernels (in [`KernelId::all`] order).
+pub(crate) fn stage2_classes(
+    samples: &[Stage2Sample],
+    len: usize,
+) -> Result<Vec<KernelId>, SelectorError> {
     let mut classes = Vec::new();
     for (i, s) in samples.iter().enumerate() {
-        check_sample(2, i, &s.matrix, &s.x, STAGE2_LEN, &s.kernel_times)?;
+        check_sample(2, i, &s.matrix, &s.x, len, &s.kernel_times)?;
         classes.extend(s.kernel_times.iter().map(|(c, _)| *c));
     }
     classes.sort();
@@ -409,7 +410,7 @@ fn slowdown_weights(s: &ClassSamples, right: &[Vec<usize>], cap: f64) -> Vec<f32
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TrainParams;
+    use crate::{TrainParams, STAGE1_FEATURES};
     use linfa::ParamGuard;
 
     fn samples(times: Vec<Vec<Option<f64>>>) -> ClassSamples {
@@ -561,7 +562,7 @@ mod tests {
             scheme_times: vec![(Scheme::Single, 1.0)],
             scheme_ci: vec![],
         };
-        assert!(stage1_classes(std::slice::from_ref(&ok)).is_ok());
+        assert!(stage1_classes(std::slice::from_ref(&ok), STAGE1_FEATURES.len()).is_ok());
         let cases = [
             Stage1Sample {
                 features: vec![0.0; 3],
@@ -593,7 +594,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let e = stage1_classes(&[ok.clone(), c.clone()]).unwrap_err();
+            let e = stage1_classes(&[ok.clone(), c.clone()], STAGE1_FEATURES.len()).unwrap_err();
             match &e {
                 SelectorError::InvalidSample {
                     stage: 1,

@@ -6,7 +6,7 @@
 //! * Stage 2 reads the matrix features, U, the bin id and features of the bin
 //!   ([`STAGE2_FEATURES`]) and picks the bin's kernel.
 //!
-//! Fitting ([`fit`]) uses linfa-trees on [`Stage1Sample`]s and [`Stage2Sample`]s
+//! Fitting ([`fit`]) grows both trees with an exact, deterministic split search on [`Stage1Sample`]s and [`Stage2Sample`]s
 //! that keep every candidate's time, so near-ties can be relabelled or samples
 //! weighted by the time lost when wrong ([`Weighting`]); [`evaluate_stage1`],
 //! [`evaluate_stage2`] and [`fit_variants`] judge models by time lost.
@@ -46,6 +46,7 @@ mod quick;
 mod regtree;
 mod rule;
 mod selector;
+mod split;
 mod tree;
 pub mod vector;
 
@@ -59,7 +60,7 @@ pub use eval::{
     evaluate_stage1, evaluate_stage2, fit_variants, EvalReport, StageMetrics, VariantResult,
 };
 pub use explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
-pub use fit::fit;
+pub use fit::{fit, fit_extended};
 pub use labels::{Stage1Sample, Stage2Sample};
 pub use lazy::{weigh_features, FeatureWeighing};
 pub use linfa::ParamGuard;

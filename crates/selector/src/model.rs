@@ -36,6 +36,15 @@ impl FeatureOrder {
             stage2: STAGE2_FEATURES.iter().map(|s| s.to_string()).collect(),
         }
     }
+
+    /// These layouts with `extra` appended to both stages.
+    pub fn with_extra(mut self, extra: &[&str]) -> FeatureOrder {
+        for e in extra {
+            self.stage1.push(e.to_string());
+            self.stage2.push(e.to_string());
+        }
+        self
+    }
 }
 
 /// What a model is, where it comes from and how good it was: stored with the trees.

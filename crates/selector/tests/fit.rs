@@ -1,6 +1,7 @@
 //! Fitting on synthetic labels: exact learning of tied and tiny-valued features
-//! (where linfa-trees needs our workarounds), time-weighted vs plain labels on
-//! near-ties, and the model against the rule and majority baselines.
+//! (where linfa-trees failed, which is why the split search is ours), the same
+//! model from two processes, time-weighted vs plain labels on near-ties, and the
+//! model against the rule and majority baselines.
 
 mod common;
 
@@ -145,9 +146,10 @@ fn tied_stage2_labels_are_learned_exactly() {
     }
 }
 
-/// Why `fit` grows the tree itself: linfa-trees' own recursion, on the same data
-/// (already transformed), misses the cuts on U. If this starts to fail, linfa has
-/// been fixed and the node-by-node growth could go.
+/// One reason `fit` does not use linfa-trees: its own recursion, on the same data
+/// (already transformed), misses the cuts on U (the other is hash-order ties,
+/// `fits_are_identical_in_separate_processes`). If this starts to fail, linfa's
+/// tied-value search has been fixed.
 #[test]
 fn linfa_alone_misses_splits_on_tied_values() {
     let s2 = tied_stage2();
@@ -261,9 +263,10 @@ fn tiny_feature_values_are_split_thanks_to_the_transform() {
     assert_eq!(tr.accuracy, 1.0);
     assert!(te.accuracy >= 0.98, "{te:?}");
 
-    // Why the transform exists: linfa-trees on the raw values cannot cut between
-    // values closer than 1e-5, so it learns nothing here. If this starts to pass,
-    // linfa has been fixed and the transform could go.
+    // Why the transform was needed with linfa-trees: on the raw values it cannot
+    // cut between values closer than 1e-5, so it learns nothing here. Our search
+    // cuts between any two distinct values; the transform stays because model
+    // files store cuts in its units.
     let id = feature_index(&STAGE1_FEATURES, "density");
     let x = Array2::from_shape_vec(
         (train.len(), 1),
@@ -470,4 +473,153 @@ fn fit_refuses_bad_input() {
         evaluate_stage1(&model, &[]),
         Err(SelectorError::NoSamples { .. })
     ));
+}
+
+/// The environment variable naming the file [`fit_dump_child`] writes.
+const DUMP_ENV: &str = "SPMV_TEST_FIT_DUMP";
+
+/// Samples full of equally good splits: stage-1 features copied (a monotone
+/// function of another, so every cut on one has a twin on the other) and values
+/// drawn from few levels, stage-2 times noisy over many kernels, time weights.
+fn samples_with_ties() -> (Vec<Stage1Sample>, Vec<Stage2Sample>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let nf = STAGE1_FEATURES.len();
+    let s1: Vec<Stage1Sample> = (0..240)
+        .map(|i| {
+            let mut x: Vec<f64> = (0..nf).map(|_| rng.gen_range(0..6) as f64).collect();
+            for j in (0..nf / 2).step_by(3) {
+                x[nf - 1 - j] = 3.0 * x[j] + 1.0;
+            }
+            let times = Scheme::all()
+                .into_iter()
+                .map(|s| (s, 1.0 + rng.gen_range(0.0..1.0) * (1.0 + x[0])))
+                .collect();
+            Stage1Sample {
+                matrix: format!("m{i}"),
+                features: x,
+                scheme_times: times,
+                scheme_ci: Vec::new(),
+            }
+        })
+        .collect();
+    let mut s2 = tied_stage2();
+    for s in &mut s2 {
+        for (_, t) in &mut s.kernel_times {
+            *t *= rng.gen_range(0.8..1.25);
+        }
+    }
+    (s1, s2)
+}
+
+/// The model fitted on [`samples_with_ties`], as JSON with the date blanked.
+fn tied_fit_json() -> String {
+    let (s1, s2) = samples_with_ties();
+    let params = TrainParams::new()
+        .weighting(Weighting::TieRelabelTimeWeighted)
+        .check()
+        .unwrap();
+    let mut model = fit(&s1, &s2, &params).unwrap();
+    model.card.created = "fixed for the comparison".into();
+    model.to_json_string()
+}
+
+/// Writes [`tied_fit_json`] to the file named by `SPMV_TEST_FIT_DUMP`; run by
+/// `fits_are_identical_in_separate_processes` in child processes.
+#[test]
+#[ignore = "a child of fits_are_identical_in_separate_processes"]
+fn fit_dump_child() {
+    let path = std::env::var(DUMP_ENV).expect("SPMV_TEST_FIT_DUMP names the output file");
+    std::fs::write(path, tied_fit_json()).unwrap();
+}
+
+/// Two processes hash differently (std's `RandomState`), which is what made
+/// linfa-trees' choice among equally good splits change between fits.
+#[test]
+fn fits_are_identical_in_separate_processes() {
+    let dir = std::env::temp_dir().join(format!("spmv-fit-determinism-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut outputs = Vec::new();
+    for run in 0..2 {
+        let path = dir.join(format!("model{run}.json"));
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "fit_dump_child", "--ignored", "--test-threads=1"])
+            .env(DUMP_ENV, &path)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "child fit {run} failed: {status}");
+        outputs.push(std::fs::read(&path).unwrap());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    let here = tied_fit_json();
+    assert!(
+        outputs[0] == outputs[1],
+        "two processes fitted different models"
+    );
+    assert!(
+        outputs[0] == here.as_bytes(),
+        "a child and this process differ"
+    );
+    // The data really is full of ties: the tree split on a copied feature's twin
+    // never, since the lower index wins among equally good splits.
+    let v: serde_json::Value = serde_json::from_str(&here).unwrap();
+    let nf = STAGE1_FEATURES.len();
+    let copies: Vec<usize> = (0..nf / 2).step_by(3).map(|j| nf - 1 - j).collect();
+    let splits: Vec<u64> = v["stage1"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["feature"].as_u64())
+        .collect();
+    assert!(splits.len() > 3, "a real tree: {splits:?}");
+    assert!(
+        splits.iter().all(|f| !copies.contains(&(*f as usize))),
+        "split on a copy: {splits:?}"
+    );
+}
+
+#[test]
+fn fit_extended_reads_the_appended_features_and_such_a_model_is_not_loaded() {
+    // The scheme is a function of one extra feature only; every shipped feature is noise.
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let nf = STAGE1_FEATURES.len();
+    let mut make = |i: usize| {
+        let mut x: Vec<f64> = (0..nf).map(|_| rng.gen_range(0.0..1.0)).collect();
+        let extra = rng.gen_range(0.0..1.0);
+        x.push(extra);
+        let best = if extra < 0.3 {
+            Scheme::Single
+        } else {
+            Scheme::Granularity(100)
+        };
+        let schemes = [Scheme::Single, Scheme::Granularity(100)];
+        stage1_sample(format!("m{i}"), x, best, schemes, 2.0)
+    };
+    let train: Vec<_> = (0..200).map(&mut make).collect();
+    let mut s2 = tied_stage2()[..30].to_vec();
+    for s in &mut s2 {
+        s.x.push(0.5);
+    }
+    let params = TrainParams::new()
+        .weighting(Weighting::Plain)
+        .check()
+        .unwrap();
+    let model = fit_extended(&train, &s2, &params, &["rows_lt_4"]).unwrap();
+    assert_eq!(evaluate_stage1(&model, &train).unwrap().accuracy, 1.0);
+    assert_eq!(model.leaves().0, 2, "one cut on the extra feature");
+    assert_eq!(model.card.feature_order.stage1.last().unwrap(), "rows_lt_4");
+    assert_eq!(model.card.feature_order.stage2.last().unwrap(), "rows_lt_4");
+    // Vectors of the plain layout are refused by fit_extended, and the other way round.
+    let plain: Vec<_> = train
+        .iter()
+        .map(|s| Stage1Sample {
+            features: s.features[..nf].to_vec(),
+            ..s.clone()
+        })
+        .collect();
+    assert!(fit_extended(&plain, &s2, &params, &["rows_lt_4"]).is_err());
+    assert!(fit(&train, &s2, &params).is_err());
+    // This build computes no such feature, so it refuses the file.
+    let e = Model::from_json_str(&model.to_json_string()).unwrap_err();
+    assert!(e.to_string().contains("rows_lt_4"), "{e}");
 }

@@ -8,6 +8,7 @@
 pub mod binning;
 pub mod csr;
 pub mod error;
+pub mod extra_features;
 pub mod features;
 pub mod gen;
 pub mod locality;

@@ -9,6 +9,7 @@
 pub mod corpus;
 pub mod dataset;
 pub mod evaluate;
+pub mod feature_study;
 pub mod finish;
 pub mod first_call;
 pub mod label;

@@ -138,6 +138,24 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         refit_perf_of: Option<PathBuf>,
     },
+    /// Judge extra features (issue 12 item 4) from a results database, with no
+    /// device: for each split seed, the same fit on the shipped features and on
+    /// them plus the extras, held-out geomean and worst oracle ratio of each
+    /// (`--out`: `study_<precision>.json` and the first seed's candidate models).
+    FeatureStudy {
+        #[command(flatten)]
+        db: FromDb,
+        /// Split seeds (the manifest's split is seed 42).
+        #[arg(long, value_delimiter = ',', default_value = "42,1,2,3,4")]
+        seeds: Vec<u64>,
+        /// Extra features to append (default: every one of sparse::extra_features).
+        #[arg(long, value_delimiter = ',')]
+        extra: Vec<String>,
+        /// Search the trainer's whole parameter grid on a validation quarter
+        /// for each arm (default: the default parameters only).
+        #[arg(long)]
+        full_search: bool,
+    },
     /// Add (or refit) only the quick part of an existing model file (one
     /// kernel from the matrix's sizes, for first calls whose features would
     /// not pay) from a results database's single-kernel whole-matrix timings;
@@ -394,6 +412,12 @@ async fn main() -> Result<()> {
         Command::Run => run(&c).await,
         Command::Fit { db, refit_perf_of } => fit_command(&c, &db, refit_perf_of).await,
         Command::FitQuick(args) => fit_quick(&args).await,
+        Command::FeatureStudy {
+            db,
+            seeds,
+            extra,
+            full_search,
+        } => feature_study(&c, &db, &seeds, &extra, full_search).await,
         Command::Evaluate { model } => evaluate(&c, &model).await,
     }
 }
@@ -574,6 +598,50 @@ async fn fit_from_db(
             "no fully labelled matrix of this corpus for '{}' in {db}",
             rec.name
         );
+    }
+    Ok(())
+}
+
+/// `trainer feature-study`: each precision's labelled matrices from the
+/// database, then `trainer::feature_study::run`.
+async fn feature_study(
+    c: &Common,
+    db: &FromDb,
+    seeds: &[u64],
+    extra: &[String],
+    full: bool,
+) -> Result<()> {
+    let store = store::Store::connect(Some(&db.from_db))
+        .await
+        .with_context(|| format!("opening the results database {}", db.from_db))?;
+    let dev = pick_device(&store, &db.from_db, db.device_name.as_deref()).await?;
+    let (_, items) = c.corpus()?;
+    let extra: Vec<&str> = if extra.is_empty() {
+        sparse::extra_features::EXTRA_FEATURE_NAMES.to_vec()
+    } else {
+        extra.iter().map(String::as_str).collect()
+    };
+    let out = c
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("feature-study"));
+    for precision in c.precisions()? {
+        let Some(ctx) = pick_context(&store, dev.id, precision, db.context.as_deref()).await?
+        else {
+            println!("{precision}: no measurements of this device in the database");
+            continue;
+        };
+        let (labelled, _) =
+            finish::labelled_from_store(&store, dev.id, ctx, &items, precision).await?;
+        println!("{precision}: {} matrices fully labelled", labelled.len());
+        let input = trainer::feature_study::StudyInput {
+            store: &store,
+            device: dev.id,
+            context: ctx,
+            items: &items,
+            precision,
+        };
+        trainer::feature_study::run(&input, &labelled, seeds, &extra, full, &out).await?;
     }
     Ok(())
 }

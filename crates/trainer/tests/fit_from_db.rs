@@ -173,10 +173,10 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
 
 /// Fits again from the same database and manifest into another folder: the
 /// performance model and its fitting record are byte for byte the same
-/// (seeded, no hash order, stable sorts). The two trees are not checked here:
-/// linfa-trees 0.8.1 may pick either of two equally good splits by `HashMap`
-/// order (see `selector::fit`), and the card carries first-call figures timed
-/// on this host; `--refit-perf-of` files are compared whole below.
+/// (seeded, no hash order, stable sorts), and so are the two trees and the
+/// parameters chosen for them (our own split search, see `selector::fit`).
+/// The rest of the card carries first-call figures timed on this host;
+/// `--refit-perf-of` files are compared whole below.
 fn same_database_same_perf_bytes(db: &str, name: &str, m: &str, dir: &Path, models: &Path) {
     let again = dir.join("models-again");
     let (ad, rd) = (
@@ -199,6 +199,15 @@ fn same_database_same_perf_bytes(db: &str, name: &str, m: &str, dir: &Path, mode
         );
         let record = |v: &serde_json::Value| v["card"]["metrics"]["perf_fit"].to_string();
         assert_eq!(record(&a), record(&b), "{file}: perf_fit differs");
+        for part in ["stage1", "stage2"] {
+            assert!(a[part]["nodes"].is_array(), "{file} has a {part} tree");
+            assert!(
+                a[part].to_string() == b[part].to_string(),
+                "{file}: the {part} tree differs between two fits"
+            );
+        }
+        let params = |v: &serde_json::Value| v["card"]["hyper_parameters"].to_string();
+        assert_eq!(params(&a), params(&b), "{file}: chosen parameters differ");
     }
 }
 

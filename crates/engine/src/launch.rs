@@ -42,6 +42,16 @@ impl Launch {
             .map_err(EngineError::from)
         }
     }
+
+    /// What the launch runs, as far as the plan decides it: its entry point,
+    /// geometry and the memory objects of its arguments, in order.
+    #[cfg(test)]
+    pub(crate) fn shape(&self) -> (String, usize, usize, Vec<core::Mem>) {
+        let name = core::get_kernel_info(&self.kernel, core::KernelInfo::FunctionName)
+            .expect("a kernel object knows its entry point")
+            .to_string();
+        (name, self.gws, self.lws, self._keep.clone())
+    }
 }
 
 /// Sets the arguments of one kernel object in order; the first error is kept
@@ -144,12 +154,12 @@ impl LaunchBuilder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The engine of these tests; `None` (the test skips) without a platform,
     /// except under `CI=true` or `SPMV_REQUIRE_DEVICE=1`, where that fails.
-    fn engine() -> Option<crate::Engine> {
+    pub(crate) fn engine() -> Option<crate::Engine> {
         match crate::Engine::new(None) {
             Ok(e) => Some(e),
             Err(EngineError::NoPlatform(why)) => {

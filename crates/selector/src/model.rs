@@ -404,10 +404,11 @@ impl Model {
                 });
             }
         }
-        // Every bin chose the same kernel: the grouped launch would run it over all
-        // rows through a row list; the single-bin scheme runs the same kernel over
-        // the same rows as a plain range, one launch and no list. Same result, never
-        // slower, so the plan is collapsed (and the explanation says so).
+        // Every bin chose the same kernel: the grouped launch is that kernel over
+        // every row as a plain range (`engine::launch_key`), the launch of the
+        // single-bin scheme, but preparing it would first expand and merge the
+        // bins' rows on the host. Same launch, less analysis, so the plan is
+        // collapsed (and the explanation says so).
         let uniform = kernels
             .first()
             .map(|f| f.1)

@@ -293,7 +293,7 @@ impl Engine {
 
     /// Uploads a matrix (and room for x and y) once; reuse it for every call.
     pub fn upload<T: DeviceScalar>(&self, a: &Csr<T>) -> Result<DeviceMatrix<T>> {
-        let program = self.program(T::PRECISION)?;
+        let kernels = self.built(T::PRECISION)?.kernels;
         let (m, n, z, v) = (
             a.nrows() as u64,
             a.ncols() as u64,
@@ -348,7 +348,7 @@ impl Engine {
             x,
             y,
             dummy,
-            program,
+            kernels,
             staging: Mutex::new(Staging {
                 x: x_map,
                 y: y_map,

@@ -9,6 +9,7 @@ use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::DeviceMatrix;
 use ocl::{Buffer, Queue};
 use sparse::{Binning, KernelId, Plan, Scheme};
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::Mutex;
 
@@ -346,10 +347,10 @@ pub(crate) fn build_steps<T: DeviceScalar>(
 /// launch geometry `(global, local)`: the caller adds the arguments.
 fn launch<T: DeviceScalar>(
     m: &DeviceMatrix<T>,
-    name: impl Into<String>,
+    name: impl Into<Cow<'static, str>>,
     geometry: (usize, usize),
 ) -> LaunchBuilder {
-    LaunchBuilder::new(&m.program, name, geometry)
+    LaunchBuilder::pooled(&m.kernels, name, geometry)
 }
 
 /// The launch geometry `(global, local)` of a row kernel over `n` rows.
@@ -379,17 +380,18 @@ fn row_kernel_steps<T: DeviceScalar>(
     rows: &RowSet,
 ) -> Result<Vec<Launch>> {
     let n = rows.len();
-    let (use_list, base, list) = match rows {
-        RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
-        RowSet::List(v) => (1u32, 0u32, read_only_copy(queue, v)?),
+    let (use_list, base, own) = match rows {
+        RowSet::Range { base, .. } => (0u32, *base, None),
+        RowSet::List(v) => (1u32, 0u32, Some(read_only_copy(queue, v)?)),
     };
+    let list = own.as_ref().unwrap_or(&m.dummy);
     let (gws, lws) = row_kernel_geometry(p, kernel, n)?;
     check_gws(gws / lws, &kernel.name())?;
     let k = launch(m, entry_point(kernel), (gws, lws))
         .arg(n as u32)
         .arg(use_list)
         .arg(base)
-        .arg(&list)
+        .arg(list)
         .arg(&m.row_ptr)
         .arg(&m.col_idx)
         .arg(&m.vals)

@@ -95,8 +95,15 @@ pub(crate) struct Launch {
     pool: Option<Arc<KernelPool>>,
     gws: usize,
     lws: usize,
-    /// The buffers its arguments point to: OpenCL does not retain them.
+    /// The buffers its arguments point to that the plan made (row lists,
+    /// blocks, carries): OpenCL does not retain them. The matrix's own
+    /// buffers ([`MatrixBuf`]) are not retained: a plan only runs with the
+    /// matrix it was prepared for (`Engine::execute` checks its id), which
+    /// holds them.
     _keep: Vec<core::Mem>,
+    /// Every buffer argument, in order (tests).
+    #[cfg(test)]
+    mems: Vec<core::Mem>,
 }
 
 impl Launch {
@@ -130,7 +137,7 @@ impl Launch {
         let name = core::get_kernel_info(kernel, core::KernelInfo::FunctionName)
             .expect("a kernel object knows its entry point")
             .to_string();
-        (name, self.gws, self.lws, self._keep.clone())
+        (name, self.gws, self.lws, self.mems.clone())
     }
 }
 
@@ -152,6 +159,8 @@ pub(crate) struct LaunchBuilder {
     lws: usize,
     next: u32,
     keep: Vec<core::Mem>,
+    #[cfg(test)]
+    mems: Vec<core::Mem>,
     error: Option<EngineError>,
 }
 
@@ -170,7 +179,21 @@ impl LaunchArg for u32 {
 impl<P: ocl::OclPrm> LaunchArg for &Buffer<P> {
     fn set(self, b: &mut LaunchBuilder) {
         let mem = self.as_core();
-        b.put(ArgVal::mem(mem), Some(mem.clone()));
+        b.put(ArgVal::mem(mem), Some(mem));
+    }
+}
+
+/// A buffer of the matrix a plan is prepared for, set without retaining it
+/// (see [`Launch`]'s `_keep`): retaining and releasing six buffers was a
+/// fifth of preparing a one-kernel plan on PoCL.
+pub(crate) struct MatrixBuf<'a, P: ocl::OclPrm>(pub(crate) &'a Buffer<P>);
+
+impl<P: ocl::OclPrm> LaunchArg for MatrixBuf<'_, P> {
+    fn set(self, b: &mut LaunchBuilder) {
+        let mem = self.0.as_core();
+        b.put(ArgVal::mem(mem), None);
+        #[cfg(test)]
+        b.mems.push(mem.clone());
     }
 }
 
@@ -216,7 +239,9 @@ impl LaunchBuilder {
             gws,
             lws,
             next: 0,
-            keep: Vec::with_capacity(12),
+            keep: Vec::new(),
+            #[cfg(test)]
+            mems: Vec::new(),
             error,
         }
     }
@@ -227,13 +252,17 @@ impl LaunchBuilder {
         self
     }
 
-    fn put(&mut self, val: ArgVal, mem: Option<core::Mem>) {
+    fn put(&mut self, val: ArgVal, keep: Option<&core::Mem>) {
         if let (Some(k), None) = (&self.kernel, &self.error) {
             if let Err(e) = core::set_kernel_arg(k, self.next, val) {
                 self.error = Some(self.wrong(format!("argument {}: {e}", self.next)));
             }
         }
-        self.keep.extend(mem);
+        if let Some(mem) = keep {
+            self.keep.push(mem.clone());
+            #[cfg(test)]
+            self.mems.push(mem.clone());
+        }
         self.next += 1;
     }
 
@@ -263,6 +292,8 @@ impl LaunchBuilder {
             gws: self.gws,
             lws: self.lws,
             _keep: std::mem::take(&mut self.keep),
+            #[cfg(test)]
+            mems: std::mem::take(&mut self.mems),
         })
     }
 }

@@ -5,7 +5,7 @@
 use crate::engine::read_only_copy;
 use crate::error::{EngineError, Result};
 use crate::kernels::{entry_point, DeviceScalar, KernelParams};
-use crate::launch::{Launch, LaunchBuilder};
+use crate::launch::{Launch, LaunchBuilder, MatrixBuf};
 use crate::matrix::DeviceMatrix;
 use ocl::{Buffer, Queue};
 use sparse::{Binning, KernelId, Plan, Scheme};
@@ -384,19 +384,23 @@ fn row_kernel_steps<T: DeviceScalar>(
         RowSet::Range { base, .. } => (0u32, *base, None),
         RowSet::List(v) => (1u32, 0u32, Some(read_only_copy(queue, v)?)),
     };
-    let list = own.as_ref().unwrap_or(&m.dummy);
     let (gws, lws) = row_kernel_geometry(p, kernel, n)?;
-    check_gws(gws / lws, &kernel.name())?;
-    let k = launch(m, entry_point(kernel), (gws, lws))
-        .arg(n as u32)
-        .arg(use_list)
-        .arg(base)
-        .arg(list)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y)
+    if gws / lws > u32::MAX as usize {
+        // (Tested here first so the kernel's name is made only for the error.)
+        check_gws(gws / lws, &kernel.name())?;
+    }
+    let mut k = launch(m, entry_point(kernel), (gws, lws));
+    k.arg(n as u32).arg(use_list).arg(base);
+    match &own {
+        Some(list) => k.arg(list),
+        None => k.arg(MatrixBuf(&m.dummy)),
+    };
+    let k = k
+        .arg(MatrixBuf(&m.row_ptr))
+        .arg(MatrixBuf(&m.col_idx))
+        .arg(MatrixBuf(&m.vals))
+        .arg(MatrixBuf(&m.x))
+        .arg(MatrixBuf(&m.y))
         .build()?;
     Ok(vec![k])
 }
@@ -418,11 +422,11 @@ fn csr_adaptive_steps<T: DeviceScalar>(
     let mut steps = vec![launch(m, "spmv_csr_adaptive", geometry)
         .arg(&blocks)
         .arg(&slots)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y)
+        .arg(MatrixBuf(&m.row_ptr))
+        .arg(MatrixBuf(&m.col_idx))
+        .arg(MatrixBuf(&m.vals))
+        .arg(MatrixBuf(&m.x))
+        .arg(MatrixBuf(&m.y))
         .arg(&partials)
         .build()?];
     if !rb.long_rows.is_empty() {
@@ -436,7 +440,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
                 .arg(&long_rows)
                 .arg(&long_ptr)
                 .arg(&partials)
-                .arg(&m.y)
+                .arg(MatrixBuf(&m.y))
                 .build()?,
         );
     }
@@ -513,11 +517,11 @@ fn merge_pass<T: DeviceScalar>(
         .arg(r.base)
         .arg(&r.list)
         .arg(&r.list_ptr)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y);
+        .arg(MatrixBuf(&m.row_ptr))
+        .arg(MatrixBuf(&m.col_idx))
+        .arg(MatrixBuf(&m.vals))
+        .arg(MatrixBuf(&m.x))
+        .arg(MatrixBuf(&m.y));
     b
 }
 
@@ -539,7 +543,7 @@ fn merge_fixup<T: DeviceScalar>(
         .arg(&r.list)
         .arg(carry.0)
         .arg(carry.1)
-        .arg(&m.y);
+        .arg(MatrixBuf(&m.y));
     b
 }
 

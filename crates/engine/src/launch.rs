@@ -66,12 +66,12 @@ impl KernelPool {
     }
 
     /// Gives `kernel` (of entry point `name`) back.
-    fn give(&self, name: &Cow<'static, str>, kernel: core::Kernel) {
+    fn give(&self, name: &str, kernel: core::Kernel) {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         match free.iter_mut().find(|(n, _)| n == name) {
             Some((_, ks)) if ks.len() < POOL_CAP => ks.push(kernel),
             Some(_) => {}
-            None => free.push((name.clone(), vec![kernel])),
+            None => free.push((Cow::Owned(name.to_string()), vec![kernel])),
         }
     }
 

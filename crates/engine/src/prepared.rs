@@ -193,6 +193,18 @@ pub(crate) fn launch_groups(
 /// merged in row order (a plain range when they are consecutive, e.g. every
 /// row of the matrix).
 pub(crate) fn group_rows(binning: &Binning, bins: &[usize]) -> RowSet {
+    if binning.scheme == Scheme::Single {
+        return bin_rows(binning, bins[0]);
+    }
+    // Bins hold disjoint rows: when these hold them all, they are the whole
+    // matrix, and the list need not be built to find that out.
+    let covered: usize = bins.iter().map(|&b| binning.row_count(b)).sum();
+    if covered == binning.nrows {
+        return RowSet::Range {
+            base: 0,
+            n: binning.nrows as u32,
+        };
+    }
     if let [b] = bins {
         return bin_rows(binning, *b);
     }

@@ -6,10 +6,12 @@ use crate::cache::{Lookup, ProgramCache};
 use crate::config::{choose_reduction, ReductionPath, WarpShuffle};
 use crate::device::DeviceInfo;
 use crate::error::{EngineError, Result};
-use crate::kernels::{program_source, KernelParams, Precision};
+use crate::kernels::{plan_entry_points, program_source, KernelParams, Precision};
+use crate::launch::KernelPool;
 use ocl::enums::{KernelWorkGroupInfo, KernelWorkGroupInfoResult, ProgramInfo, ProgramInfoResult};
 use ocl::{Context, Device, Program};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// How the engine's programs were obtained (for logs and tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,6 +54,8 @@ impl Counters {
 #[derive(Debug, Clone)]
 pub(crate) struct Built {
     pub(crate) program: Program,
+    /// Its kernel objects, made ready here (see [`KernelPool`]).
+    pub(crate) kernels: Arc<KernelPool>,
     pub(crate) path: ReductionPath,
     /// `CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE` of the row kernels.
     pub(crate) preferred_multiple: usize,
@@ -158,6 +162,7 @@ impl BuildCtx<'_> {
             _ => 1,
         };
         Ok(Built {
+            kernels: KernelPool::ready(&program, &plan_entry_points()),
             program,
             path,
             preferred_multiple,

@@ -10,7 +10,9 @@ use crate::error::{EngineError, Result};
 use crate::kernels::{DeviceScalar, KernelParams, Precision};
 use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
-use crate::prepared::{bin_rows, build_steps, LaunchInfo, LaunchMode, PreparedPlan, RowSet};
+use crate::prepared::{
+    build_steps, group_rows, launch_groups, LaunchInfo, LaunchMode, PreparedPlan,
+};
 use ocl::enums::ProfilingInfo;
 use ocl::{Buffer, Context, Device, Event, Program, Queue};
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};
@@ -291,7 +293,7 @@ impl Engine {
 
     /// Uploads a matrix (and room for x and y) once; reuse it for every call.
     pub fn upload<T: DeviceScalar>(&self, a: &Csr<T>) -> Result<DeviceMatrix<T>> {
-        let program = self.program(T::PRECISION)?;
+        let kernels = self.built(T::PRECISION)?.kernels;
         let (m, n, z, v) = (
             a.nrows() as u64,
             a.ncols() as u64,
@@ -346,7 +348,7 @@ impl Engine {
             x,
             y,
             dummy,
-            program,
+            kernels,
             staging: Mutex::new(Staging {
                 x: x_map,
                 y: y_map,
@@ -421,29 +423,10 @@ impl Engine {
                 )));
             }
         }
-        let mut groups: Vec<(KernelId, Vec<usize>)> = Vec::new();
-        for &(b, k) in assign {
-            if binning.bins[b].is_empty() {
-                continue;
-            }
-            match mode {
-                LaunchMode::PerBin => groups.push((k, vec![b])),
-                LaunchMode::Grouped => match groups.iter_mut().find(|(g, _)| *g == k) {
-                    Some((_, bins)) => bins.push(b),
-                    None => groups.push((k, vec![b])),
-                },
-            }
-        }
         let mut info = Vec::new();
         let mut steps = Vec::new();
-        for (k, bins) in groups {
-            let rows = if bins.len() == 1 {
-                bin_rows(binning, bins[0])
-            } else {
-                let mut all: Vec<u32> = bins.iter().flat_map(|&b| binning.rows(b)).collect();
-                all.sort_unstable();
-                RowSet::from_sorted(all)
-            };
+        for (k, bins) in launch_groups(binning, assign, mode) {
+            let rows = group_rows(binning, &bins);
             let s = build_steps(&self.queue, m, &params, k, &rows)?;
             let nrows: usize = bins.iter().map(|&b| binning.row_count(b)).sum();
             info.push(LaunchInfo {

@@ -6,6 +6,7 @@ use crate::config::ReductionPath;
 use crate::matrix::DeviceMatrix;
 use crate::prepared::PreparedPlan;
 use sparse::{KernelId, Scalar};
+use std::borrow::Cow;
 
 /// Shared prelude (value type, row-list helper), prepended to every program.
 pub const PRELUDE_CL: &str = include_str!("../../../kernels/prelude.cl");
@@ -307,15 +308,37 @@ pub fn registry() -> Vec<KernelInfo> {
 }
 
 /// Name of the OpenCL entry point of a row-list kernel.
-pub(crate) fn entry_point(id: KernelId) -> String {
-    match id {
-        KernelId::Serial => "spmv_serial".into(),
-        KernelId::Subvector(x) => format!("spmv_subvector{x}"),
-        KernelId::Vector => "spmv_vector".into(),
-        KernelId::CsrAdaptive => "spmv_csr_adaptive".into(),
-        KernelId::MergePath => "spmv_merge_path".into(),
-        KernelId::MergeTile => "spmv_merge_tile".into(),
-    }
+pub(crate) fn entry_point(id: KernelId) -> Cow<'static, str> {
+    Cow::Borrowed(match id {
+        KernelId::Serial => "spmv_serial",
+        KernelId::Subvector(2) => "spmv_subvector2",
+        KernelId::Subvector(4) => "spmv_subvector4",
+        KernelId::Subvector(8) => "spmv_subvector8",
+        KernelId::Subvector(16) => "spmv_subvector16",
+        KernelId::Subvector(32) => "spmv_subvector32",
+        KernelId::Subvector(64) => "spmv_subvector64",
+        KernelId::Subvector(128) => "spmv_subvector128",
+        KernelId::Subvector(x) => return Cow::Owned(format!("spmv_subvector{x}")),
+        KernelId::Vector => "spmv_vector",
+        KernelId::CsrAdaptive => "spmv_csr_adaptive",
+        KernelId::MergePath => "spmv_merge_path",
+        KernelId::MergeTile => "spmv_merge_tile",
+    })
+}
+
+/// Every entry point a plan's launches use: each kernel's, and the second
+/// passes of CSR-Adaptive and the merge kernels.
+pub(crate) fn plan_entry_points() -> Vec<Cow<'static, str>> {
+    let mut v: Vec<Cow<'static, str>> = KernelId::all().into_iter().map(entry_point).collect();
+    v.extend(
+        [
+            "spmv_csr_adaptive_long_rows",
+            "spmv_merge_path_fixup",
+            "spmv_merge_tile_fixup",
+        ]
+        .map(Cow::Borrowed),
+    );
+    v
 }
 
 #[cfg(test)]

@@ -6,20 +6,104 @@
 //! the error and skips its check: about 6 us a kernel on PoCL for nothing,
 //! against 0.4 us for `clCreateKernel` and the arguments. OpenCL checks the
 //! size of each scalar argument; the argument count is checked here.
+//!
+//! Kernel objects come from a [`KernelPool`] per program: made ready when
+//! the program is built, one per entry point, taken by a launch and given
+//! back when it is dropped, so preparing a plan sets arguments and creates
+//! no kernel object (creating and releasing one cost about 0.45 us on PoCL,
+//! as much as a whole one-kernel first call's planning).
 
 use crate::error::{EngineError, Result};
 use ocl::core::{self, ArgVal};
 use ocl::{Buffer, Event, Program, Queue};
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+/// Free kernel objects of one entry point kept at most (more are released).
+const POOL_CAP: usize = 16;
+
+/// Kernel objects of one program, free for launches to take, by entry point.
+/// A kernel object taken keeps whatever arguments its last launch set until
+/// the new launch sets every one of them ([`LaunchBuilder::build`] checks the
+/// count); a launch is only dropped with no command of it in flight, and
+/// OpenCL captures arguments at enqueue anyway.
+#[derive(Debug)]
+pub(crate) struct KernelPool {
+    program: core::Program,
+    free: Mutex<Vec<(Cow<'static, str>, Vec<core::Kernel>)>>,
+}
+
+impl KernelPool {
+    /// A pool for `program` with one kernel object made ready for each of
+    /// `names` (a name the program lacks is skipped: its launches fail when
+    /// they ask for it, as without a pool).
+    pub(crate) fn ready(program: &Program, names: &[Cow<'static, str>]) -> Arc<KernelPool> {
+        let free = names
+            .iter()
+            .filter_map(|n| {
+                let k = core::create_kernel(program.as_core(), n).ok()?;
+                Some((n.clone(), vec![k]))
+            })
+            .collect();
+        Arc::new(KernelPool {
+            program: program.as_core().clone(),
+            free: Mutex::new(free),
+        })
+    }
+
+    /// A kernel object for `name`: a free one, else a new one.
+    fn take(&self, name: &str) -> core::Result<core::Kernel> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = free
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, ks)| ks.pop())
+        {
+            return Ok(k);
+        }
+        drop(free);
+        core::create_kernel(&self.program, name)
+    }
+
+    /// Gives `kernel` (of entry point `name`) back.
+    fn give(&self, name: &str, kernel: core::Kernel) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        match free.iter_mut().find(|(n, _)| n == name) {
+            Some((_, ks)) if ks.len() < POOL_CAP => ks.push(kernel),
+            Some(_) => {}
+            None => free.push((Cow::Owned(name.to_string()), vec![kernel])),
+        }
+    }
+
+    /// Free kernel objects of `name` (tests).
+    #[cfg(test)]
+    pub(crate) fn free_of(&self, name: &str) -> usize {
+        let free = self.free.lock().unwrap();
+        free.iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, ks)| ks.len())
+    }
+}
 
 /// A launch ready to enqueue: enqueued as is on every call (OpenCL captures
 /// the arguments at enqueue, and nothing changes them after preparation).
 #[derive(Debug)]
 pub(crate) struct Launch {
-    kernel: core::Kernel,
+    /// Always `Some` until dropped (then given back to its pool, if any).
+    kernel: Option<core::Kernel>,
+    name: Cow<'static, str>,
+    pool: Option<Arc<KernelPool>>,
     gws: usize,
     lws: usize,
-    /// The buffers its arguments point to: OpenCL does not retain them.
+    /// The buffers its arguments point to that the plan made (row lists,
+    /// blocks, carries): OpenCL does not retain them. The matrix's own
+    /// buffers ([`MatrixBuf`]) are not retained: a plan only runs with the
+    /// matrix it was prepared for (`Engine::execute` checks its id), which
+    /// holds them.
     _keep: Vec<core::Mem>,
+    /// Every buffer argument, in order (tests).
+    #[cfg(test)]
+    mems: Vec<core::Mem>,
 }
 
 impl Launch {
@@ -31,7 +115,9 @@ impl Launch {
         unsafe {
             core::enqueue_kernel(
                 queue.as_core(),
-                &self.kernel,
+                self.kernel
+                    .as_ref()
+                    .expect("a launch keeps its kernel until dropped"),
                 1,
                 None,
                 &[self.gws, 1, 1],
@@ -42,17 +128,39 @@ impl Launch {
             .map_err(EngineError::from)
         }
     }
+
+    /// What the launch runs, as far as the plan decides it: its entry point,
+    /// geometry and the memory objects of its arguments, in order.
+    #[cfg(test)]
+    pub(crate) fn shape(&self) -> (String, usize, usize, Vec<core::Mem>) {
+        let kernel = self.kernel.as_ref().expect("not dropped");
+        let name = core::get_kernel_info(kernel, core::KernelInfo::FunctionName)
+            .expect("a kernel object knows its entry point")
+            .to_string();
+        (name, self.gws, self.lws, self.mems.clone())
+    }
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        if let (Some(pool), Some(k)) = (&self.pool, self.kernel.take()) {
+            pool.give(&self.name, k);
+        }
+    }
 }
 
 /// Sets the arguments of one kernel object in order; the first error is kept
 /// and returned by [`LaunchBuilder::build`].
 pub(crate) struct LaunchBuilder {
     kernel: Option<core::Kernel>,
-    name: String,
+    name: Cow<'static, str>,
+    pool: Option<Arc<KernelPool>>,
     gws: usize,
     lws: usize,
     next: u32,
     keep: Vec<core::Mem>,
+    #[cfg(test)]
+    mems: Vec<core::Mem>,
     error: Option<EngineError>,
 }
 
@@ -71,30 +179,69 @@ impl LaunchArg for u32 {
 impl<P: ocl::OclPrm> LaunchArg for &Buffer<P> {
     fn set(self, b: &mut LaunchBuilder) {
         let mem = self.as_core();
-        b.put(ArgVal::mem(mem), Some(mem.clone()));
+        b.put(ArgVal::mem(mem), Some(mem));
+    }
+}
+
+/// A buffer of the matrix a plan is prepared for, set without retaining it
+/// (see [`Launch`]'s `_keep`): retaining and releasing six buffers was a
+/// fifth of preparing a one-kernel plan on PoCL.
+pub(crate) struct MatrixBuf<'a, P: ocl::OclPrm>(pub(crate) &'a Buffer<P>);
+
+impl<P: ocl::OclPrm> LaunchArg for MatrixBuf<'_, P> {
+    fn set(self, b: &mut LaunchBuilder) {
+        let mem = self.0.as_core();
+        b.put(ArgVal::mem(mem), None);
+        #[cfg(test)]
+        b.mems.push(mem.clone());
     }
 }
 
 impl LaunchBuilder {
-    /// A kernel object for entry point `name` of `program`, launched over
+    /// A new kernel object for entry point `name` of `program`, launched over
     /// `(global, local)` work-items.
     pub(crate) fn new(
         program: &Program,
-        name: impl Into<String>,
-        (gws, lws): (usize, usize),
+        name: impl Into<Cow<'static, str>>,
+        geometry: (usize, usize),
     ) -> LaunchBuilder {
         let name = name.into();
-        let (kernel, error) = match core::create_kernel(program.as_core(), &name) {
+        let kernel = core::create_kernel(program.as_core(), &name);
+        LaunchBuilder::with(kernel, name, None, geometry)
+    }
+
+    /// The same with a kernel object from `pool`, given back when the launch
+    /// is dropped.
+    pub(crate) fn pooled(
+        pool: &Arc<KernelPool>,
+        name: impl Into<Cow<'static, str>>,
+        geometry: (usize, usize),
+    ) -> LaunchBuilder {
+        let name = name.into();
+        let kernel = pool.take(&name);
+        LaunchBuilder::with(kernel, name, Some(pool.clone()), geometry)
+    }
+
+    fn with(
+        kernel: core::Result<core::Kernel>,
+        name: Cow<'static, str>,
+        pool: Option<Arc<KernelPool>>,
+        (gws, lws): (usize, usize),
+    ) -> LaunchBuilder {
+        let (kernel, error) = match kernel {
             Ok(k) => (Some(k), None),
             Err(e) => (None, Some(EngineError::from(e))),
         };
         LaunchBuilder {
             kernel,
             name,
+            pool,
             gws,
             lws,
             next: 0,
-            keep: Vec::with_capacity(12),
+            keep: Vec::new(),
+            #[cfg(test)]
+            mems: Vec::new(),
             error,
         }
     }
@@ -105,13 +252,17 @@ impl LaunchBuilder {
         self
     }
 
-    fn put(&mut self, val: ArgVal, mem: Option<core::Mem>) {
+    fn put(&mut self, val: ArgVal, keep: Option<&core::Mem>) {
         if let (Some(k), None) = (&self.kernel, &self.error) {
             if let Err(e) = core::set_kernel_arg(k, self.next, val) {
                 self.error = Some(self.wrong(format!("argument {}: {e}", self.next)));
             }
         }
-        self.keep.extend(mem);
+        if let Some(mem) = keep {
+            self.keep.push(mem.clone());
+            #[cfg(test)]
+            self.mems.push(mem.clone());
+        }
         self.next += 1;
     }
 
@@ -135,22 +286,33 @@ impl LaunchBuilder {
             }
         }
         Ok(Launch {
-            kernel,
+            kernel: Some(kernel),
+            name: std::mem::take(&mut self.name),
+            pool: self.pool.take(),
             gws: self.gws,
             lws: self.lws,
             _keep: std::mem::take(&mut self.keep),
+            #[cfg(test)]
+            mems: std::mem::take(&mut self.mems),
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The engine of these tests; `None` (the test skips) without a platform,
     /// except under `CI=true` or `SPMV_REQUIRE_DEVICE=1`, where that fails.
-    fn engine() -> Option<crate::Engine> {
-        match crate::Engine::new(None) {
+    pub(crate) fn engine() -> Option<crate::Engine> {
+        // One opening at a time: PoCL's platform query, run from several
+        // test threads at once, sometimes reports no device.
+        static OPEN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let opened = {
+            let _one = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+            crate::Engine::new(None)
+        };
+        match opened {
             Ok(e) => Some(e),
             Err(EngineError::NoPlatform(why)) => {
                 let set = |k: &str| {
@@ -165,6 +327,39 @@ mod tests {
             }
             Err(e) => panic!("an OpenCL platform exists but the engine failed to start: {e}"),
         }
+    }
+
+    /// A plan's kernel objects come from the program's pool and go back when
+    /// it is dropped; a kernel object reused with another matrix's arguments,
+    /// and two plans of one kernel alive at once, still compute y right.
+    #[test]
+    fn kernel_objects_are_taken_from_the_pool_and_given_back() {
+        let Some(e) = engine() else { return };
+        let a = sparse::gen::power_law(500, 6.0, 1).unwrap();
+        let b = sparse::gen::stencil_2d(30, 20).unwrap();
+        let (ma, mb) = (e.upload(&a).unwrap(), e.upload(&b).unwrap());
+        let serial = sparse::KernelId::Serial;
+        let name = "spmv_serial";
+        let before = ma.kernels.free_of(name);
+        assert_eq!(before, 1, "one made ready when the program was built");
+        let pa = e.prepare_kernel(&ma, serial).unwrap();
+        assert_eq!(ma.kernels.free_of(name), before - 1);
+        let pb = e.prepare_kernel(&mb, serial).unwrap();
+        drop(pa);
+        // The kernel object that ran a is now bound to b's buffers.
+        let pb2 = e.prepare_kernel(&mb, serial).unwrap();
+        for (m, pp, csr) in [(&mb, &pb, &b), (&mb, &pb2, &b)] {
+            let x: Vec<f64> = (0..csr.ncols()).map(|i| 1.0 + (i % 7) as f64).collect();
+            let (y, _) = e.execute(m, pp, &x).unwrap();
+            let want = sparse::spmv::spmv_ref(csr, &x).unwrap();
+            assert!(sparse::spmv::compare(csr, &x, &y, &want).ok());
+        }
+        drop((pb, pb2));
+        assert_eq!(ma.kernels.free_of(name), before + 1);
+        let pa = e.prepare_kernel(&ma, serial).unwrap();
+        let x = vec![1.0; a.ncols()];
+        let (y, _) = e.execute(&ma, &pa, &x).unwrap();
+        assert!(sparse::spmv::compare(&a, &x, &y, &sparse::spmv::spmv_ref(&a, &x).unwrap()).ok());
     }
 
     /// A launch with too few or too many arguments, a scalar of the wrong

@@ -39,7 +39,7 @@ pub use engine::{CopyBandwidth, Engine, Timings};
 pub use error::{EngineError, Result};
 pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, PARAMS_ENV};
 pub use matrix::{min_bytes, DeviceMatrix};
-pub use prepared::{LaunchInfo, LaunchMode, PreparedPlan};
+pub use prepared::{launch_key, LaunchInfo, LaunchKey, LaunchMode, PreparedPlan};
 pub use timing::{engine_version, TimeStats, TimingPolicy, TIMING_VERSION};
 
 #[cfg(test)]

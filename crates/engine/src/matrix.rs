@@ -2,8 +2,9 @@
 //! uploaded once and reused by every plan and call.
 
 use crate::kernels::DeviceScalar;
-use ocl::{Buffer, MemMap, Program};
-use std::sync::Mutex;
+use crate::launch::KernelPool;
+use ocl::{Buffer, MemMap};
+use std::sync::{Arc, Mutex};
 
 /// Device buffers of one CSR matrix (made by [`crate::Engine::upload`]).
 ///
@@ -25,7 +26,8 @@ pub struct DeviceMatrix<T: DeviceScalar> {
     pub(crate) y: Buffer<T>,
     /// A one-element buffer bound where a kernel's row list is unused.
     pub(crate) dummy: Buffer<u32>,
-    pub(crate) program: Program,
+    /// The kernel objects of the program it was uploaded for (shared with the engine).
+    pub(crate) kernels: Arc<KernelPool>,
     /// Pinned host copies of x and y; the lock serialises calls on this matrix.
     pub(crate) staging: Mutex<Staging<T>>,
 }

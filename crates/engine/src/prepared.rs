@@ -5,10 +5,11 @@
 use crate::engine::read_only_copy;
 use crate::error::{EngineError, Result};
 use crate::kernels::{entry_point, DeviceScalar, KernelParams};
-use crate::launch::{Launch, LaunchBuilder};
+use crate::launch::{Launch, LaunchBuilder, MatrixBuf};
 use crate::matrix::DeviceMatrix;
 use ocl::{Buffer, Queue};
-use sparse::{Binning, KernelId, Scheme};
+use sparse::{Binning, KernelId, Plan, Scheme};
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::Mutex;
 
@@ -94,7 +95,7 @@ impl<T: DeviceScalar> PreparedPlan<T> {
 }
 
 /// Rows given to one launch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum RowSet {
     /// Rows base .. base + n, no list on the device.
     Range { base: u32, n: u32 },
@@ -154,7 +155,7 @@ impl RowSet {
 }
 
 /// The rows of bin `b` under `binning`, without expanding the single-bin scheme.
-pub(crate) fn bin_rows(binning: &Binning, b: usize) -> RowSet {
+fn bin_rows(binning: &Binning, b: usize) -> RowSet {
     match binning.scheme {
         Scheme::Single => RowSet::Range {
             base: 0,
@@ -162,6 +163,79 @@ pub(crate) fn bin_rows(binning: &Binning, b: usize) -> RowSet {
         },
         Scheme::Granularity(_) => RowSet::from_sorted(binning.expand(b)),
     }
+}
+
+/// The launches of `assign` (bin, kernel) under `mode`, in launch order: each
+/// kernel with the non-empty bins it computes (one group per bin, or one per
+/// kernel when grouped).
+pub(crate) fn launch_groups(
+    binning: &Binning,
+    assign: &[(usize, KernelId)],
+    mode: LaunchMode,
+) -> Vec<(KernelId, Vec<usize>)> {
+    let mut groups: Vec<(KernelId, Vec<usize>)> = Vec::new();
+    for &(b, k) in assign {
+        if binning.bins[b].is_empty() {
+            continue;
+        }
+        match mode {
+            LaunchMode::PerBin => groups.push((k, vec![b])),
+            LaunchMode::Grouped => match groups.iter_mut().find(|(g, _)| *g == k) {
+                Some((_, bins)) => bins.push(b),
+                None => groups.push((k, vec![b])),
+            },
+        }
+    }
+    groups
+}
+
+/// The rows of one launch group: its bin's rows, or the rows of its bins
+/// merged in row order (a plain range when they are consecutive, e.g. every
+/// row of the matrix).
+pub(crate) fn group_rows(binning: &Binning, bins: &[usize]) -> RowSet {
+    if binning.scheme == Scheme::Single {
+        return bin_rows(binning, bins[0]);
+    }
+    // Bins hold disjoint rows: when these hold them all, they are the whole
+    // matrix, and the list need not be built to find that out.
+    let covered: usize = bins.iter().map(|&b| binning.row_count(b)).sum();
+    if covered == binning.nrows {
+        return RowSet::Range {
+            base: 0,
+            n: binning.nrows as u32,
+        };
+    }
+    if let [b] = bins {
+        return bin_rows(binning, *b);
+    }
+    let mut all: Vec<u32> = bins.iter().flat_map(|&b| binning.rows(b)).collect();
+    all.sort_unstable();
+    RowSet::from_sorted(all)
+}
+
+/// What a complete plan enqueues, as far as it depends on the plan: each
+/// launch's kernel and rows, in order. The steps of a launch are a function of
+/// its kernel and rows alone (`build_steps`; the matrix and the kernel
+/// parameters aside), so two plans with equal keys run the same kernels over
+/// the same rows with the same arguments: a timing of one is a timing of the
+/// other. A plan of any scheme whose bins all chose one kernel (grouped) has
+/// the key of that kernel over the single bin: one launch over the whole
+/// matrix as a plain range, no row list.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LaunchKey(Vec<(KernelId, RowSet)>);
+
+/// The [`LaunchKey`] of `plan` over `binning` under `mode`, without a device;
+/// an error for a plan that does not fit the binning (as
+/// [`crate::Engine::prepare_binned`] refuses it).
+pub fn launch_key(binning: &Binning, plan: &Plan, mode: LaunchMode) -> Result<LaunchKey> {
+    plan.check(binning)
+        .map_err(|e| EngineError::InvalidPlan(e.to_string()))?;
+    Ok(LaunchKey(
+        launch_groups(binning, &plan.kernels, mode)
+            .into_iter()
+            .map(|(k, bins)| (k, group_rows(binning, &bins)))
+            .collect(),
+    ))
 }
 
 /// CSR-Adaptive row blocks built on the host over runs of consecutive rows.
@@ -285,10 +359,10 @@ pub(crate) fn build_steps<T: DeviceScalar>(
 /// launch geometry `(global, local)`: the caller adds the arguments.
 fn launch<T: DeviceScalar>(
     m: &DeviceMatrix<T>,
-    name: impl Into<String>,
+    name: impl Into<Cow<'static, str>>,
     geometry: (usize, usize),
 ) -> LaunchBuilder {
-    LaunchBuilder::new(&m.program, name, geometry)
+    LaunchBuilder::pooled(&m.kernels, name, geometry)
 }
 
 /// The launch geometry `(global, local)` of a row kernel over `n` rows.
@@ -318,22 +392,27 @@ fn row_kernel_steps<T: DeviceScalar>(
     rows: &RowSet,
 ) -> Result<Vec<Launch>> {
     let n = rows.len();
-    let (use_list, base, list) = match rows {
-        RowSet::Range { base, .. } => (0u32, *base, m.dummy.clone()),
-        RowSet::List(v) => (1u32, 0u32, read_only_copy(queue, v)?),
+    let (use_list, base, own) = match rows {
+        RowSet::Range { base, .. } => (0u32, *base, None),
+        RowSet::List(v) => (1u32, 0u32, Some(read_only_copy(queue, v)?)),
     };
     let (gws, lws) = row_kernel_geometry(p, kernel, n)?;
-    check_gws(gws / lws, &kernel.name())?;
-    let k = launch(m, entry_point(kernel), (gws, lws))
-        .arg(n as u32)
-        .arg(use_list)
-        .arg(base)
-        .arg(&list)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y)
+    if gws / lws > u32::MAX as usize {
+        // (Tested here first so the kernel's name is made only for the error.)
+        check_gws(gws / lws, &kernel.name())?;
+    }
+    let mut k = launch(m, entry_point(kernel), (gws, lws));
+    k.arg(n as u32).arg(use_list).arg(base);
+    match &own {
+        Some(list) => k.arg(list),
+        None => k.arg(MatrixBuf(&m.dummy)),
+    };
+    let k = k
+        .arg(MatrixBuf(&m.row_ptr))
+        .arg(MatrixBuf(&m.col_idx))
+        .arg(MatrixBuf(&m.vals))
+        .arg(MatrixBuf(&m.x))
+        .arg(MatrixBuf(&m.y))
         .build()?;
     Ok(vec![k])
 }
@@ -355,11 +434,11 @@ fn csr_adaptive_steps<T: DeviceScalar>(
     let mut steps = vec![launch(m, "spmv_csr_adaptive", geometry)
         .arg(&blocks)
         .arg(&slots)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y)
+        .arg(MatrixBuf(&m.row_ptr))
+        .arg(MatrixBuf(&m.col_idx))
+        .arg(MatrixBuf(&m.vals))
+        .arg(MatrixBuf(&m.x))
+        .arg(MatrixBuf(&m.y))
         .arg(&partials)
         .build()?];
     if !rb.long_rows.is_empty() {
@@ -373,7 +452,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
                 .arg(&long_rows)
                 .arg(&long_ptr)
                 .arg(&partials)
-                .arg(&m.y)
+                .arg(MatrixBuf(&m.y))
                 .build()?,
         );
     }
@@ -450,11 +529,11 @@ fn merge_pass<T: DeviceScalar>(
         .arg(r.base)
         .arg(&r.list)
         .arg(&r.list_ptr)
-        .arg(&m.row_ptr)
-        .arg(&m.col_idx)
-        .arg(&m.vals)
-        .arg(&m.x)
-        .arg(&m.y);
+        .arg(MatrixBuf(&m.row_ptr))
+        .arg(MatrixBuf(&m.col_idx))
+        .arg(MatrixBuf(&m.vals))
+        .arg(MatrixBuf(&m.x))
+        .arg(MatrixBuf(&m.y));
     b
 }
 
@@ -476,7 +555,7 @@ fn merge_fixup<T: DeviceScalar>(
         .arg(&r.list)
         .arg(carry.0)
         .arg(carry.1)
-        .arg(&m.y);
+        .arg(MatrixBuf(&m.y));
     b
 }
 
@@ -584,6 +663,90 @@ mod tests {
         assert_eq!(RowSet::from_sorted(vec![]), RowSet::Range { base: 0, n: 0 });
         let l = RowSet::from_sorted(vec![0, 1, 5, 6, 9]);
         assert_eq!(l.runs(), vec![(0, 2), (5, 7), (9, 10)]);
+    }
+
+    /// Power-law rows (lengths 1 to a few hundred) over 3000 rows: many bins at U = 10.
+    fn skewed() -> sparse::Csr<f64> {
+        sparse::gen::power_law(3000, 12.0, 7).unwrap()
+    }
+
+    #[test]
+    fn plans_with_one_kernel_everywhere_have_the_single_bin_key() {
+        let a = skewed();
+        let single = Binning::new(a.row_ptr(), Scheme::Single);
+        let binned = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+        assert!(binned.nonempty_bins().count() > 2);
+        let key = |b: &Binning, p: &Plan, mode| launch_key(b, p, mode).unwrap();
+        for k in KernelId::all() {
+            let whole = key(&single, &Plan::single(k), LaunchMode::Grouped);
+            let uniform = Plan::uniform(&binned, k);
+            assert_eq!(key(&binned, &uniform, LaunchMode::Grouped), whole, "{k}");
+            // One launch per bin is other work: several launches over row lists.
+            assert_ne!(key(&binned, &uniform, LaunchMode::PerBin), whole, "{k}");
+        }
+        let serial = key(
+            &single,
+            &Plan::single(KernelId::Serial),
+            LaunchMode::Grouped,
+        );
+        let vector = key(
+            &single,
+            &Plan::single(KernelId::Vector),
+            LaunchMode::Grouped,
+        );
+        assert_ne!(serial, vector);
+        let mut mixed = Plan::uniform(&binned, KernelId::Serial);
+        mixed.kernels[0].1 = KernelId::Vector;
+        assert_ne!(key(&binned, &mixed, LaunchMode::Grouped), serial);
+        assert!(launch_key(&single, &mixed, LaunchMode::Grouped).is_err());
+    }
+
+    /// What the engine enqueues for a one-kernel plan binned at U = 10 is what
+    /// it enqueues for that kernel over the single bin: the same entry points,
+    /// geometry and matrix buffers, no row list or extra pass.
+    #[test]
+    fn a_uniform_binned_plan_prepares_the_launches_of_the_plain_kernel() {
+        let Some(e) = crate::launch::tests::engine() else {
+            return;
+        };
+        let a = skewed();
+        let m = e.upload(&a).unwrap();
+        let binned = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+        let matrix_mems = [
+            m.row_ptr.as_core().as_ptr(),
+            m.col_idx.as_core().as_ptr(),
+            m.vals.as_core().as_ptr(),
+            m.x.as_core().as_ptr(),
+            m.y.as_core().as_ptr(),
+            m.dummy.as_core().as_ptr(),
+        ];
+        // Each argument: which of the matrix's buffers, or None for one the plan made.
+        let shapes = |pp: &PreparedPlan<f64>| {
+            let steps = pp.steps.lock().unwrap();
+            steps
+                .iter()
+                .map(|l| {
+                    let (name, gws, lws, mems) = l.shape();
+                    let args: Vec<Option<usize>> = mems
+                        .iter()
+                        .map(|mem| matrix_mems.iter().position(|p| *p == mem.as_ptr()))
+                        .collect();
+                    (name, gws, lws, args)
+                })
+                .collect::<Vec<_>>()
+        };
+        for k in KernelId::all() {
+            let plain = e.prepare_kernel(&m, k).unwrap();
+            let uniform = Plan::uniform(&binned, k);
+            let grouped = e
+                .prepare_binned(&m, &binned, &uniform, LaunchMode::Grouped)
+                .unwrap();
+            assert_eq!(shapes(&grouped), shapes(&plain), "{k}");
+            let per_bin = e
+                .prepare_binned(&m, &binned, &uniform, LaunchMode::PerBin)
+                .unwrap();
+            assert_ne!(shapes(&per_bin), shapes(&plain), "{k}");
+        }
     }
 
     #[test]

@@ -27,9 +27,10 @@ use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision};
 use crate::model::{row_ptr_is_monotone, steps};
 use crate::quick::Facts;
 use crate::vector::{feature, stage1_vector, stage2_vector};
-use crate::{Model, Selector, STAGE1_FEATURES, STAGE2_FEATURES};
+use crate::{Model, Reason, Selector, STAGE1_FEATURES, STAGE2_FEATURES};
 use serde::Serialize;
 use sparse::{Binning, Features, KernelId, Plan, Scheme};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// An optimistic bound on the share of one SpMV that the model's binned plan
@@ -65,8 +66,15 @@ pub struct AnalysisCosts {
     pub features_ns_per_row: f64,
     /// The feature pass, per nonzero read (ns).
     pub features_ns_per_entry: f64,
-    /// How the figures were obtained.
-    pub source: String,
+    /// How the figures were obtained (shared: every planning record carries
+    /// the costs, and copying the sentence was part of each first call).
+    #[serde(serialize_with = "shared_str")]
+    pub source: Arc<str>,
+}
+
+/// An `Arc<str>` as the string it holds.
+fn shared_str<S: serde::Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Error> {
+    ser.serialize_str(s)
 }
 
 /// A synthetic row pointer of `n` rows with lengths 0..64 (xorshift, seeded).
@@ -170,7 +178,8 @@ impl AnalysisCosts {
             source: format!(
                 "binning, row lists and the feature pass timed on synthetic matrices at start; \
                  {DEFAULT_LAUNCH_MS} ms per launch assumed"
-            ),
+            )
+            .into(),
         }
     }
 
@@ -205,7 +214,8 @@ impl AnalysisCosts {
             self.source = format!(
                 "binning, row lists and the feature pass timed on synthetic matrices at \
                  start; launch cost {how}"
-            );
+            )
+            .into();
         }
         self
     }
@@ -298,8 +308,8 @@ pub struct Planning {
     /// `quick` (the feature pass would not pay: one kernel from the
     /// matrix's sizes, see [`Selector::plan_lazy`]).
     pub method: String,
-    /// Why, in a sentence.
-    pub reason: String,
+    /// Why, in a sentence (written out when read).
+    pub reason: Reason,
     /// Stage 1's scheme (before amortisation).
     pub stage1_scheme: String,
     /// The copy-bandwidth bound of one SpMV (ms), when the bandwidth is known.
@@ -342,7 +352,12 @@ impl Selector {
             Selector::Model(m) => m.plan_for_calls(f, row_ptr, calls.max(1), ctx, explain),
             Selector::Rule => {
                 let prediction = crate::rule_prediction(f, row_ptr, explain);
-                let planning = single_only(&prediction, "rule", calls, ctx);
+                let planning = single_only(
+                    &prediction,
+                    "the rule chose the single-bin scheme: no binning to weigh",
+                    calls,
+                    ctx,
+                );
                 Amortised {
                     prediction,
                     planning,
@@ -353,13 +368,18 @@ impl Selector {
 }
 
 /// The planning of a plan that is already the single-bin scheme.
-fn single_only(pred: &Prediction, who: &str, calls: u64, ctx: &AmortiseContext) -> Planning {
+fn single_only(
+    pred: &Prediction,
+    why: &'static str,
+    calls: u64,
+    ctx: &AmortiseContext,
+) -> Planning {
     let c = trivial_candidate(pred.plan.kernels.first().map(|k| k.1), true, ctx);
     Planning {
         expected_calls: calls,
         chosen: c.name.clone(),
         method: "single_only".into(),
-        reason: format!("the {who} chose the single-bin scheme: no binning to weigh"),
+        reason: why.into(),
         stage1_scheme: Scheme::Single.to_string(),
         spmv_bound_ms: None,
         break_even_calls: None,
@@ -468,7 +488,12 @@ impl Model {
             } else {
                 self.plan_matrix_for(f, row_ptr, explain)
             };
-            let planning = single_only(&prediction, "model's stage 1", calls, ctx);
+            let planning = single_only(
+                &prediction,
+                "the model's stage 1 chose the single-bin scheme: no binning to weigh",
+                calls,
+                ctx,
+            );
             return Amortised {
                 prediction,
                 planning,
@@ -533,18 +558,7 @@ impl Model {
             None => ("calls_threshold", MIN_CALLS_WITHOUT_ESTIMATE),
         };
         let take_binned = calls >= break_even;
-        let reason = match bound {
-            Some(t) => format!(
-                "no performance model: binning costs about {extra:.4} ms more than the single-bin \
-                 plan and saves at most {:.0}% of the {t:.4} ms bandwidth bound per call, so it pays \
-                 from {break_even} calls; {calls} expected",
-                BINNED_GAIN_BOUND * 100.0
-            ),
-            None => format!(
-                "no performance model and no device bandwidth: the binned plan from \
-                 {break_even} calls on; {calls} expected"
-            ),
-        };
+        let reason = Reason::binning(extra, bound, break_even, calls);
         let prediction = if take_binned {
             let p = self.plan_matrix_for(f, row_ptr, explain);
             binned.analysed = true;
@@ -607,7 +621,8 @@ impl Model {
             "least analysis + {calls} x predicted time: {} ({:.4} ms in all){note}",
             best.name,
             total(&best)
-        );
+        )
+        .into();
         let prediction = match (best.name.as_str(), binned_pred) {
             ("model", Some(p)) => p,
             _ => {

@@ -15,10 +15,10 @@
 use crate::amortise::trivial_candidate;
 use crate::quick::Facts;
 use crate::{
-    AmortiseContext, Amortised, Candidate, Model, Planning, Prediction, Selector,
+    AmortiseContext, Amortised, Candidate, Model, Planning, Prediction, Reason, Selector,
     BINNED_GAIN_BOUND, MIN_CALLS_WITHOUT_ESTIMATE,
 };
-use sparse::{Binning, Features, Plan, Scheme};
+use sparse::{Binning, Features, KernelId, Plan, Scheme};
 use std::sync::OnceLock;
 
 /// Whether the feature pass can pay, and the figures behind it.
@@ -32,41 +32,50 @@ pub struct FeatureWeighing {
     pub bound_ms: Option<f64>,
     /// Calls from which the features pay.
     pub break_even_calls: u64,
-    /// Why, in a sentence.
-    pub reason: String,
+    /// The calls weighed.
+    pub calls: u64,
+}
+
+impl FeatureWeighing {
+    /// Why, in a sentence (formatted only when read).
+    pub fn reason(&self) -> Reason {
+        self.reason_with(None)
+    }
+
+    /// The same, adding the kernel chosen without features and how.
+    fn reason_with(&self, quick: Option<(&'static str, KernelId)>) -> Reason {
+        Reason::features(
+            self.features_ms,
+            self.bound_ms,
+            self.break_even_calls,
+            self.calls,
+            quick,
+        )
+    }
 }
 
 /// Weighs the feature pass of a matrix with `facts` against `calls` calls.
 pub fn weigh_features(facts: &Facts, calls: u64, ctx: &AmortiseContext) -> FeatureWeighing {
     let features_ms = ctx.costs.features_ms(facts.rows, facts.nnz);
     let bound_ms = ctx.bound_of(facts);
-    let (break_even_calls, reason) = match bound_ms {
+    let break_even_calls = match bound_ms {
         Some(t) => {
             let gain = BINNED_GAIN_BOUND * t;
             let be = (features_ms / gain.max(f64::MIN_POSITIVE)).ceil().max(1.0);
-            let be = if be.is_finite() { be as u64 } else { u64::MAX };
-            let why = format!(
-                "the feature pass would cost about {features_ms:.4} ms; a plan chosen with \
-                 features saves at most {:.0}% of the {t:.4} ms bandwidth bound per call, so \
-                 features pay from {be} calls; {calls} expected",
-                BINNED_GAIN_BOUND * 100.0
-            );
-            (be, why)
+            if be.is_finite() {
+                be as u64
+            } else {
+                u64::MAX
+            }
         }
-        None => (
-            MIN_CALLS_WITHOUT_ESTIMATE,
-            format!(
-                "no device bandwidth to weigh the feature pass (about {features_ms:.4} ms) \
-                 against: features from {MIN_CALLS_WITHOUT_ESTIMATE} calls on; {calls} expected"
-            ),
-        ),
+        None => MIN_CALLS_WITHOUT_ESTIMATE,
     };
     FeatureWeighing {
         pays: calls >= break_even_calls,
         features_ms,
         bound_ms,
         break_even_calls,
-        reason,
+        calls,
     }
 }
 
@@ -152,7 +161,6 @@ impl Model {
             total_ms: None,
             analysed: false,
         };
-        let reason = format!("{}; {} chose {}", w.reason, how, k.name());
         Amortised {
             prediction: Prediction {
                 plan: Plan::uniform(&single, k),
@@ -163,7 +171,7 @@ impl Model {
                 expected_calls: calls,
                 chosen: quick.name.clone(),
                 method: "quick".into(),
-                reason,
+                reason: w.reason_with(Some((how, k))),
                 stage1_scheme: "none".into(),
                 spmv_bound_ms: w.bound_ms,
                 break_even_calls: Some(w.break_even_calls),
@@ -182,7 +190,7 @@ mod tests {
     use crate::tree::{Node, Tree};
     use crate::{AnalysisCosts, ModelCard};
     use crate::{QuickModel, QuickNode, QUICK_FACTS};
-    use sparse::{Csr, KernelId};
+    use sparse::Csr;
     use std::cell::Cell;
 
     /// 20000 rows of 8 nonzeros.
@@ -321,7 +329,7 @@ mod tests {
         );
         assert_eq!(p.prediction.plan, Plan::single(KernelId::Subvector(4)));
         assert!(
-            p.planning.reason.contains("quick part"),
+            p.planning.reason.to_string().contains("quick part"),
             "{}",
             p.planning.reason
         );

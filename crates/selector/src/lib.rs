@@ -43,6 +43,7 @@ mod models_dir;
 mod params;
 mod perf;
 mod quick;
+mod reason;
 mod regtree;
 mod rule;
 mod selector;
@@ -78,6 +79,7 @@ pub use quick::{
     fit_quick, geomean_slowdown, Facts, QuickModel, QuickNode, QuickParams, QuickSample,
     MISSING_SLOWDOWN, QUICK_FACTS,
 };
+pub use reason::Reason;
 pub use rule::{
     rule_kernel, rule_kernel_for, rule_plan, rule_plan_for, rule_prediction, rule_prediction_for,
     RuleClass, RuleThresholds, RULE_SERIAL_BELOW, RULE_SKEW_MAX_OVER_MEAN, RULE_SKEW_MIN_MAX_ROW,

@@ -5,7 +5,7 @@
 use crate::device::{DeviceClass, DeviceIdentity, DeviceType};
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 use crate::perf::{PerfModel, TimePrediction};
-use crate::quick::{Facts, QuickModel};
+use crate::quick::{Facts, FallbackCell, QuickModel};
 use crate::tree::{Hop, Tree};
 use crate::vector::spread;
 use crate::{
@@ -171,6 +171,9 @@ pub struct Model {
     /// existed: [`Model::quick_kernel`] then falls back to the label counts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) quick: Option<QuickModel>,
+    /// The quick kernel without a quick part, read from the card once.
+    #[serde(skip)]
+    pub(crate) fallback: FallbackCell,
 }
 
 pub(crate) fn first_difference(
@@ -202,6 +205,7 @@ impl Model {
             stage2,
             perf: None,
             quick: None,
+            fallback: FallbackCell::default(),
         }
     }
 
@@ -217,12 +221,19 @@ impl Model {
 
     /// The kernel for the whole matrix chosen without features, and how: the
     /// quick part when the file has one, else the kernel most often best in
-    /// the card's stage-2 label counts (`metrics.labels.stage2.label_counts`),
-    /// else the card's first kernel.
+    /// the card's stage-2 label counts (`metrics.labels.stage2.label_counts`,
+    /// read the first time it is needed: a card changed after that is not
+    /// read again), else the card's first kernel.
     pub fn quick_kernel(&self, facts: &Facts) -> (KernelId, &'static str) {
         if let Some(q) = &self.quick {
             return (q.kernel(facts), "the model's quick part");
         }
+        self.fallback.get_or_init(|| self.label_count_kernel())
+    }
+
+    /// The kernel most often best in the card's stage-2 label counts (read
+    /// once, the first time a quick plan needs it: see [`Model::quick_kernel`]).
+    fn label_count_kernel(&self) -> (KernelId, &'static str) {
         let counts = self.card.metrics["labels"]["stage2"]["label_counts"].as_object();
         let most = counts.and_then(|c| {
             self.card
@@ -438,10 +449,11 @@ impl Model {
                 });
             }
         }
-        // Every bin chose the same kernel: the grouped launch would run it over all
-        // rows through a row list; the single-bin scheme runs the same kernel over
-        // the same rows as a plain range, one launch and no list. Same result, never
-        // slower, so the plan is collapsed (and the explanation says so).
+        // Every bin chose the same kernel: the grouped launch is that kernel over
+        // every row as a plain range (`engine::launch_key`), the launch of the
+        // single-bin scheme, but preparing it would first expand and merge the
+        // bins' rows on the host. Same launch, less analysis, so the plan is
+        // collapsed (and the explanation says so).
         let uniform = kernels
             .first()
             .map(|f| f.1)

@@ -157,6 +157,29 @@ impl QuickModel {
     }
 }
 
+/// The kernel a model without a quick part chooses without features (from
+/// its card's label counts), worked out once: reading it from the card's
+/// JSON metrics took a lookup and a string per kernel on every first call.
+/// Two models compare equal whatever their cells hold.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FallbackCell(std::sync::OnceLock<(KernelId, &'static str)>);
+
+impl FallbackCell {
+    /// The cached choice, worked out by `f` the first time.
+    pub(crate) fn get_or_init(
+        &self,
+        f: impl FnOnce() -> (KernelId, &'static str),
+    ) -> (KernelId, &'static str) {
+        *self.0.get_or_init(f)
+    }
+}
+
+impl PartialEq for FallbackCell {
+    fn eq(&self, _: &FallbackCell) -> bool {
+        true
+    }
+}
+
 /// One training matrix for the quick part: its facts and each kernel's time
 /// over the whole matrix (single-bin scheme).
 #[derive(Debug, Clone, PartialEq)]

@@ -231,7 +231,7 @@ pub async fn evaluate_matrix(
             name: planning.chosen,
             ms: best_ms[n - 1],
             overhead_ms: first_plan_ms + first_prepare_ms,
-            same_plan: first.plan == pred.plan,
+            same_plan: same_launches(&first, &pred),
             features: planning.features_computed,
             eager: (
                 eager_planning.chosen,
@@ -247,7 +247,11 @@ pub async fn evaluate_matrix(
 /// Times every plan in [`EVAL_ROUNDS`] interleaved rounds, keeping each
 /// plan's best round: on a CPU device microsecond kernels drift with the state
 /// of the worker threads, and timing one plan after the other would charge
-/// that drift to whichever plan came first. Each timing is the labeller's
+/// that drift to whichever plan came first. Plans that enqueue the same
+/// launches (equal [`engine::LaunchKey`]s: the model's single-bin plan and that
+/// kernel alone, an oracle plan whose bins all chose one kernel) are timed
+/// once and share that time, so a ratio between two names of one plan is 1
+/// and not the noise of two measurements. Each timing is the labeller's
 /// whole-plan measurement ([`Labeller::plan_time`]: `Engine::measure` under the
 /// labelling policy), stored like the labels.
 async fn time_plans(
@@ -261,18 +265,61 @@ async fn time_plans(
         .iter()
         .map(|p| Binning::new(dm.row_ptr(), p.scheme))
         .collect();
-    let mut best_ms = vec![f64::INFINITY; plans.len()];
-    for _ in 0..EVAL_ROUNDS {
-        for (i, (plan, b)) in plans.iter().zip(&binnings).enumerate() {
-            if plan.kernels.is_empty() {
-                best_ms[i] = 0.0;
-                continue;
-            }
-            let t = lab.plan_time(labels.matrix, dm, b, plan, &x).await?;
-            best_ms[i] = best_ms[i].min(t);
+    let keys: Vec<Option<engine::LaunchKey>> = plans
+        .iter()
+        .zip(&binnings)
+        .map(|(p, b)| engine::launch_key(b, p, engine::LaunchMode::default()).ok())
+        .collect();
+    time_distinct(&keys, EVAL_ROUNDS, async |i| {
+        if plans[i].kernels.is_empty() {
+            return Ok(0.0);
+        }
+        lab.plan_time(labels.matrix, dm, &binnings[i], &plans[i], &x)
+            .await
+    })
+    .await
+}
+
+/// The first index of each distinct key (`None`: a key of its own), and for
+/// each key the position of its representative in that list.
+fn distinct<K: PartialEq>(keys: &[Option<K>]) -> (Vec<usize>, Vec<usize>) {
+    let (mut reps, mut of) = (Vec::<usize>::new(), Vec::with_capacity(keys.len()));
+    for (i, k) in keys.iter().enumerate() {
+        let same = k
+            .as_ref()
+            .and_then(|k| reps.iter().position(|&r| keys[r].as_ref() == Some(k)));
+        of.push(same.unwrap_or_else(|| {
+            reps.push(i);
+            reps.len() - 1
+        }));
+    }
+    (reps, of)
+}
+
+/// Times each distinct key (`time(i)` for its first index `i`) in `rounds`
+/// interleaved rounds, keeps each one's best, and gives every index the time
+/// of its key.
+async fn time_distinct<K: PartialEq>(
+    keys: &[Option<K>],
+    rounds: usize,
+    mut time: impl AsyncFnMut(usize) -> Result<f64>,
+) -> Result<Vec<f64>> {
+    let (reps, of) = distinct(keys);
+    let mut best = vec![f64::INFINITY; reps.len()];
+    for _ in 0..rounds {
+        for (j, &i) in reps.iter().enumerate() {
+            best[j] = best[j].min(time(i).await?);
         }
     }
-    Ok(best_ms)
+    Ok(of.into_iter().map(|j| best[j]).collect())
+}
+
+/// Whether two predictions enqueue the same launches.
+fn same_launches(a: &selector::Prediction, b: &selector::Prediction) -> bool {
+    let key = |p: &selector::Prediction| {
+        engine::launch_key(&p.binning, &p.plan, engine::LaunchMode::default()).ok()
+    };
+    a.plan == b.plan || key(a).is_some_and(|k| Some(k) == key(b))
 }
 
 /// The plan for one call as measured.
@@ -970,4 +1017,78 @@ pub fn write_report(
     }
     std::fs::write(dir.join(format!("report_{tag}.md")), md)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::{launch_key, LaunchMode};
+
+    /// The plans of one evaluated matrix, with two of them the model's
+    /// single-bin plan and an oracle plan at U = 10 whose bins all chose
+    /// serial: both are serial over the whole matrix.
+    fn plans() -> (Vec<Plan>, Vec<Option<engine::LaunchKey>>) {
+        let a = sparse::gen::power_law(2000, 10.0, 3).unwrap();
+        let binned = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+        let mut mixed = Plan::uniform(&binned, KernelId::Serial);
+        mixed.kernels[0].1 = KernelId::Vector;
+        let mut plans = vec![
+            Plan::single(KernelId::Serial),
+            Plan::uniform(&binned, KernelId::Serial),
+            mixed,
+        ];
+        plans.extend(KernelId::all().into_iter().map(Plan::single));
+        let keys = plans
+            .iter()
+            .map(|p| {
+                let b = Binning::new(a.row_ptr(), p.scheme);
+                launch_key(&b, p, LaunchMode::default()).ok()
+            })
+            .collect();
+        (plans, keys)
+    }
+
+    #[tokio::test]
+    async fn equal_plans_are_timed_once_and_share_the_time() {
+        let (plans, keys) = plans();
+        let mut timed = vec![0usize; plans.len()];
+        let mut clock = 0.0;
+        let t = time_distinct(&keys, 3, async |i| {
+            timed[i] += 1;
+            clock += 1.0;
+            Ok(clock)
+        })
+        .await
+        .unwrap();
+        let serial = 3 + KernelId::Serial.index();
+        // Every plan that runs serial over the whole matrix was timed once a
+        // round, as the first of them; the others never.
+        assert_eq!(timed[0], 3);
+        assert_eq!(timed[1], 0, "the uniform U = 10 plan was timed again");
+        assert_eq!(timed[serial], 0, "serial alone was timed again");
+        assert_eq!(t[1], t[0]);
+        assert_eq!(t[serial], t[0]);
+        // Every other plan is distinct and timed once a round.
+        let distinct = plans.len() - 2;
+        assert_eq!(timed.iter().sum::<usize>(), 3 * distinct);
+        assert!(timed.iter().all(|&n| n == 0 || n == 3));
+        let mut all = t.clone();
+        all.sort_by(f64::total_cmp);
+        all.dedup();
+        assert_eq!(all.len(), distinct);
+    }
+
+    #[tokio::test]
+    async fn plans_without_a_key_are_each_timed() {
+        let keys: Vec<Option<u8>> = vec![None, None, Some(1), Some(1)];
+        let mut timed = [0usize; 4];
+        let t = time_distinct(&keys, 2, async |i| {
+            timed[i] += 1;
+            Ok(i as f64)
+        })
+        .await
+        .unwrap();
+        assert_eq!(timed, [2, 2, 2, 0]);
+        assert_eq!(t, vec![0.0, 1.0, 2.0, 2.0]);
+    }
 }

@@ -202,7 +202,7 @@ fn same_database_same_perf_bytes(db: &str, name: &str, m: &str, dir: &Path, mode
         for part in ["stage1", "stage2"] {
             assert!(a[part]["nodes"].is_array(), "{file} has a {part} tree");
             assert!(
-                a[part].to_string() == b[part].to_string(),
+                a[part] == b[part],
                 "{file}: the {part} tree differs between two fits"
             );
         }

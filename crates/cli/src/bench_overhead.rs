@@ -103,7 +103,7 @@ fn host_times(sel: &Selector, a: &Csr<f64>, reps: usize, min: bool) -> (Scheme, 
     let f = Features::of(a);
     let scheme = match sel {
         Selector::Model(m) => m.predict_scheme(&stage1_vector(&f)),
-        Selector::Rule => sel.plan(&f, a.row_ptr()).plan.scheme,
+        Selector::Rule => sel.plan(&f, a.rows()).plan.scheme,
     };
     let rp = a.row_ptr();
     let [feat, pred, bin] = interleaved(
@@ -114,7 +114,7 @@ fn host_times(sel: &Selector, a: &Csr<f64>, reps: usize, min: bool) -> (Scheme, 
                 std::hint::black_box(Features::of(a));
             },
             &mut || {
-                std::hint::black_box(sel.plan(&f, rp));
+                std::hint::black_box(sel.plan(&f, a.rows()));
             },
             &mut || {
                 std::hint::black_box(Binning::new(rp, scheme));
@@ -131,7 +131,7 @@ fn plan_ms(
     (a, p): (&Csr<f64>, Precision),
     min: bool,
 ) -> Result<(String, f64)> {
-    let pred = sel.plan(&Features::of(a), a.row_ptr());
+    let pred = sel.plan(&Features::of(a), a.rows());
     let dm = engine.upload_as(a, p)?;
     let pp = engine.prepare_binned_any(&dm, &pred.binning, &pred.plan, LaunchMode::default())?;
     let x: Vec<f64> = (0..a.ncols())

@@ -140,7 +140,7 @@ pub fn run(args: Args) -> Result<()> {
     let t0 = std::time::Instant::now();
     let features = Features::of(&a);
     let t1 = std::time::Instant::now();
-    let pred = sel.plan_explained(&features, a.row_ptr());
+    let pred = sel.plan_explained(&features, a.rows());
     let t2 = std::time::Instant::now();
     let predicted = predicted_time(&sel, &features, &pred);
     let timings_ms = ((t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);

@@ -178,7 +178,7 @@ pub fn run(args: Args) -> Result<()> {
                 Some(&crate::predict::identity(e.info())),
                 args.precision.name(),
             )?;
-            let pred = sel.plan(&sparse::Features::of(&a), a.row_ptr());
+            let pred = sel.plan(&sparse::Features::of(&a), a.rows());
             (pred.plan, format!("plan of the {note}"))
         }
     };

@@ -24,12 +24,12 @@
 //! the binned plan is binned only when it is a candidate that can still win.
 
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision};
-use crate::model::{row_ptr_is_monotone, steps};
+use crate::model::steps;
 use crate::quick::Facts;
 use crate::vector::{feature, stage1_vector, stage2_vector};
 use crate::{Model, Reason, Selector, STAGE1_FEATURES, STAGE2_FEATURES};
 use serde::Serialize;
-use sparse::{Binning, Features, KernelId, Plan, Scheme};
+use sparse::{Binning, Features, KernelId, Plan, RowPtr, Scheme};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -340,18 +340,19 @@ pub struct Amortised {
 impl Selector {
     /// Plans a matrix expected to be multiplied `calls` times (see the module
     /// docs); `explain` adds the decision paths.
-    pub fn plan_for_calls(
+    pub fn plan_for_calls<'r>(
         &self,
         f: &Features,
-        row_ptr: &[u32],
+        row_ptr: impl Into<RowPtr<'r>>,
         calls: u64,
         ctx: &AmortiseContext,
         explain: bool,
     ) -> Amortised {
+        let rp = row_ptr.into();
         match self {
-            Selector::Model(m) => m.plan_for_calls(f, row_ptr, calls.max(1), ctx, explain),
+            Selector::Model(m) => m.plan_for_calls(f, rp, calls.max(1), ctx, explain),
             Selector::Rule => {
-                let prediction = crate::rule_prediction(f, row_ptr, explain);
+                let prediction = crate::rule_prediction(f, rp.as_slice(), explain);
                 let planning = single_only(
                     &prediction,
                     "the rule chose the single-bin scheme: no binning to weigh",
@@ -423,7 +424,7 @@ pub(crate) fn trivial_candidate(
 /// What [`Model::plan_for_calls`] was asked, handed on to the two ways of choosing.
 struct Ask<'a> {
     f: &'a Features,
-    row_ptr: &'a [u32],
+    row_ptr: RowPtr<'a>,
     calls: u64,
     ctx: &'a AmortiseContext,
     explain: bool,
@@ -469,17 +470,17 @@ impl Model {
     }
 
     /// See [`Selector::plan_for_calls`].
-    pub fn plan_for_calls(
+    pub fn plan_for_calls<'r>(
         &self,
         f: &Features,
-        row_ptr: &[u32],
+        row_ptr: impl Into<RowPtr<'r>>,
         calls: u64,
         ctx: &AmortiseContext,
         explain: bool,
     ) -> Amortised {
-        let nrows = row_ptr.len().saturating_sub(1);
-        let binnable = nrows > 0 && row_ptr_is_monotone(row_ptr);
-        let cheap = self.cheap_decisions(f, row_ptr, explain);
+        let row_ptr = row_ptr.into();
+        let binnable = row_ptr.nrows() > 0 && row_ptr.is_monotone();
+        let cheap = self.cheap_decisions(f, row_ptr.as_slice(), explain);
         if !binnable || (cheap.scheme == Scheme::Single && self.perf.is_none()) {
             // Stage 1 chose the single-bin scheme (or there is nothing to bin):
             // the model's plan is stage 2's kernel over the whole matrix.
@@ -512,7 +513,7 @@ impl Model {
         }
     }
 
-    fn plan_matrix_for(&self, f: &Features, row_ptr: &[u32], explain: bool) -> Prediction {
+    fn plan_matrix_for(&self, f: &Features, row_ptr: RowPtr<'_>, explain: bool) -> Prediction {
         if explain {
             self.predict_explained(f, row_ptr)
         } else {

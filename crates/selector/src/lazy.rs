@@ -18,7 +18,7 @@ use crate::{
     AmortiseContext, Amortised, Candidate, Model, Planning, Prediction, Reason, Selector,
     BINNED_GAIN_BOUND, MIN_CALLS_WITHOUT_ESTIMATE,
 };
-use sparse::{Binning, Features, KernelId, Plan, Scheme};
+use sparse::{Binning, Features, KernelId, Plan, RowPtr, Scheme};
 use std::sync::OnceLock;
 
 /// Whether the feature pass can pay, and the figures behind it.
@@ -87,16 +87,17 @@ impl Selector {
     /// features already in the cell are used as they are. A quick plan has
     /// no explanation (no tree read features).
     #[allow(clippy::too_many_arguments)]
-    pub fn plan_lazy(
+    pub fn plan_lazy<'r>(
         &self,
         features: &OnceLock<Features>,
         compute: impl FnOnce() -> Features,
-        row_ptr: &[u32],
+        row_ptr: impl Into<RowPtr<'r>>,
         ncols: usize,
         calls: u64,
         ctx: &AmortiseContext,
         explain: bool,
     ) -> Amortised {
+        let row_ptr = row_ptr.into();
         match self {
             Selector::Model(m) => {
                 m.plan_lazy(features, compute, row_ptr, ncols, calls, ctx, explain)
@@ -112,23 +113,24 @@ impl Selector {
 impl Model {
     /// See [`Selector::plan_lazy`].
     #[allow(clippy::too_many_arguments)]
-    pub fn plan_lazy(
+    pub fn plan_lazy<'r>(
         &self,
         features: &OnceLock<Features>,
         compute: impl FnOnce() -> Features,
-        row_ptr: &[u32],
+        row_ptr: impl Into<RowPtr<'r>>,
         ncols: usize,
         calls: u64,
         ctx: &AmortiseContext,
         explain: bool,
     ) -> Amortised {
+        let row_ptr = row_ptr.into();
         let calls = calls.max(1);
         let mut weighed = None;
         if features.get().is_none() {
-            let facts = Facts::of(row_ptr, ncols, ctx.value_bytes);
+            let facts = Facts::of(row_ptr.as_slice(), ncols, ctx.value_bytes);
             let w = weigh_features(&facts, calls, ctx);
             if facts.rows > 0 && !w.pays {
-                return self.quick_plan(&facts, row_ptr, calls, ctx, w);
+                return self.quick_plan(&facts, row_ptr.as_slice(), calls, ctx, w);
             }
             weighed = Some(w.features_ms);
         }

@@ -13,7 +13,7 @@ use crate::{
     STAGE2_FEATURES,
 };
 use serde::{Deserialize, Serialize};
-use sparse::{Binning, Features, KernelId, Plan, Scheme};
+use sparse::{Binning, Features, KernelId, Plan, RowPtr, Scheme};
 use std::path::{Path, PathBuf};
 
 /// The model file format this build reads and writes.
@@ -417,19 +417,24 @@ impl Model {
     /// pointer (as [`sparse::Csr::row_ptr`] gives). Never panics: an empty matrix
     /// gets a plan with no bins, and a malformed `row_ptr` (not non-decreasing) is
     /// binned with the single-bin scheme.
-    pub fn predict(&self, features: &Features, row_ptr: &[u32]) -> Prediction {
-        self.plan_matrix(features, row_ptr, false)
+    pub fn predict<'r>(&self, features: &Features, row_ptr: impl Into<RowPtr<'r>>) -> Prediction {
+        self.plan_matrix(features, row_ptr.into(), false)
     }
 
     /// As [`Model::predict`], with the decision path of each tree.
-    pub fn predict_explained(&self, features: &Features, row_ptr: &[u32]) -> Prediction {
-        self.plan_matrix(features, row_ptr, true)
+    pub fn predict_explained<'r>(
+        &self,
+        features: &Features,
+        row_ptr: impl Into<RowPtr<'r>>,
+    ) -> Prediction {
+        self.plan_matrix(features, row_ptr.into(), true)
     }
 
-    fn plan_matrix(&self, features: &Features, row_ptr: &[u32], explain: bool) -> Prediction {
+    fn plan_matrix(&self, features: &Features, rp: RowPtr<'_>, explain: bool) -> Prediction {
+        let row_ptr = rp.as_slice();
         let x1 = stage1_vector(features);
         let (mut scheme, hops1) = self.scheme_of(&x1);
-        if !row_ptr_is_monotone(row_ptr) {
+        if !rp.is_monotone() {
             scheme = Scheme::Single;
         }
         let binning = Binning::new(row_ptr, scheme);
@@ -481,14 +486,6 @@ impl Model {
             explanation,
         }
     }
-}
-
-/// Whether `row_ptr` is non-decreasing (so that binning cannot underflow).
-/// Whether the row pointer never decreases (the chunked, vectorising check of
-/// `sparse::binning`: a plain `windows(2)` walk was most of a prediction's
-/// time on millions of rows).
-pub(crate) fn row_ptr_is_monotone(row_ptr: &[u32]) -> bool {
-    sparse::binning::row_ptr_is_monotone(row_ptr)
 }
 
 pub(crate) fn steps(hops: &[Hop], x: &[f64], names: &[&str]) -> Vec<Step> {

@@ -4,7 +4,7 @@
 
 use crate::{rule_prediction, Assessment, DeviceMatch, MatchLevel, Model, Prediction, Target};
 use serde::{Deserialize, Serialize};
-use sparse::Features;
+use sparse::{Features, RowPtr};
 
 /// Where plans come from.
 // A server holds one selector for its whole life, so the size of the model variant
@@ -111,18 +111,24 @@ impl Selector {
 
     /// Plans a matrix (see [`Model::predict`]; the rule ignores `row_ptr` except to
     /// find the non-empty bin). Never panics.
-    pub fn plan(&self, features: &Features, row_ptr: &[u32]) -> Prediction {
+    pub fn plan<'r>(&self, features: &Features, row_ptr: impl Into<RowPtr<'r>>) -> Prediction {
+        let rp = row_ptr.into();
         match self {
-            Selector::Model(m) => m.predict(features, row_ptr),
-            Selector::Rule => rule_prediction(features, row_ptr, false),
+            Selector::Model(m) => m.predict(features, rp),
+            Selector::Rule => rule_prediction(features, rp.as_slice(), false),
         }
     }
 
     /// As [`Selector::plan`], with the explanation.
-    pub fn plan_explained(&self, features: &Features, row_ptr: &[u32]) -> Prediction {
+    pub fn plan_explained<'r>(
+        &self,
+        features: &Features,
+        row_ptr: impl Into<RowPtr<'r>>,
+    ) -> Prediction {
+        let rp = row_ptr.into();
         match self {
-            Selector::Model(m) => m.predict_explained(features, row_ptr),
-            Selector::Rule => rule_prediction(features, row_ptr, true),
+            Selector::Model(m) => m.predict_explained(features, rp),
+            Selector::Rule => rule_prediction(features, rp.as_slice(), true),
         }
     }
 

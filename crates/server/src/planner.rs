@@ -335,7 +335,7 @@ impl Planner {
         let ctx = self.context(p);
         self.pair(p)
             .0
-            .plan_lazy(cell, compute, a.row_ptr(), a.ncols(), calls, &ctx, explain)
+            .plan_lazy(cell, compute, a.rows(), a.ncols(), calls, &ctx, explain)
     }
 
     fn context(&self, p: Precision) -> AmortiseContext {

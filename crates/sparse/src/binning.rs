@@ -36,6 +36,65 @@ pub fn row_ptr_is_monotone(row_ptr: &[u32]) -> bool {
     })
 }
 
+/// A CSR row pointer with whether it never decreases, known once: binning one
+/// that decreases could underflow, so the selector bins such a pointer with the
+/// single-bin scheme only. A slice is checked when converted (O(rows), the
+/// vectorising [`row_ptr_is_monotone`]); a [`crate::Csr`]'s is known
+/// non-decreasing by construction ([`crate::Csr::rows`]), so planning a stored
+/// matrix does not read its whole row pointer again.
+#[derive(Debug, Clone, Copy)]
+pub struct RowPtr<'a> {
+    row_ptr: &'a [u32],
+    monotone: bool,
+}
+
+impl<'a> RowPtr<'a> {
+    /// A `Csr`'s row pointer, whose invariant already says it never decreases.
+    pub(crate) fn of_csr(row_ptr: &'a [u32]) -> Self {
+        debug_assert!(row_ptr_is_monotone(row_ptr));
+        RowPtr {
+            row_ptr,
+            monotone: true,
+        }
+    }
+
+    /// The row pointer.
+    pub fn as_slice(&self) -> &'a [u32] {
+        self.row_ptr
+    }
+
+    /// Whether it never decreases.
+    pub fn is_monotone(&self) -> bool {
+        self.monotone
+    }
+
+    /// Number of rows (`len - 1`, or 0 for an empty pointer).
+    pub fn nrows(&self) -> usize {
+        self.row_ptr.len().saturating_sub(1)
+    }
+}
+
+impl<'a> From<&'a [u32]> for RowPtr<'a> {
+    fn from(row_ptr: &'a [u32]) -> Self {
+        RowPtr {
+            row_ptr,
+            monotone: row_ptr_is_monotone(row_ptr),
+        }
+    }
+}
+
+impl<'a> From<&'a Vec<u32>> for RowPtr<'a> {
+    fn from(row_ptr: &'a Vec<u32>) -> Self {
+        RowPtr::from(row_ptr.as_slice())
+    }
+}
+
+impl<'a, const N: usize> From<&'a [u32; N]> for RowPtr<'a> {
+    fn from(row_ptr: &'a [u32; N]) -> Self {
+        RowPtr::from(row_ptr.as_slice())
+    }
+}
+
 /// How rows are split into bins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scheme {
@@ -219,6 +278,25 @@ mod tests {
             rp.push(rp.last().unwrap() + l);
         }
         rp
+    }
+
+    #[test]
+    fn row_ptr_from_a_slice_is_checked_and_from_a_csr_is_known() {
+        let good = row_ptr_of(&[2, 0, 3]);
+        let rp = RowPtr::from(&good);
+        assert!(rp.is_monotone());
+        assert_eq!((rp.nrows(), rp.as_slice()), (3, good.as_slice()));
+        assert!(!RowPtr::from(&[0u32, 5, 3, 9]).is_monotone());
+        // A fall past the first vectorised chunk is found too.
+        let mut long: Vec<u32> = (0..10_000).collect();
+        long[9_000] = 0;
+        assert!(!RowPtr::from(&long).is_monotone());
+        let empty: &[u32] = &[];
+        assert_eq!(RowPtr::from(empty).nrows(), 0);
+        let a = crate::Csr::<f64>::from_triplets(3, 4, &[0, 2], &[1, 3], &[1.0, 2.0]).unwrap();
+        let rows = a.rows();
+        assert!(rows.is_monotone());
+        assert_eq!(rows.as_slice(), a.row_ptr());
     }
 
     #[test]

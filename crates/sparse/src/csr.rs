@@ -1,7 +1,7 @@
 //! The compressed sparse row matrix type, validated once at construction.
 
 use crate::locality::{scan_columns, ColumnFacts};
-use crate::{Scalar, SparseError};
+use crate::{RowPtr, Scalar, SparseError};
 
 /// Largest row count, column count and nonzero count a matrix may have, so that
 /// every index fits the signed 32-bit `int` the OpenCL kernels use.
@@ -240,6 +240,11 @@ impl<T: Scalar> Csr<T> {
     /// Row pointer array (`nrows + 1` entries).
     pub fn row_ptr(&self) -> &[u32] {
         &self.row_ptr
+    }
+    /// The row pointer as a [`RowPtr`] known to never decrease (the
+    /// constructors' invariant), for planning without checking it again.
+    pub fn rows(&self) -> RowPtr<'_> {
+        RowPtr::of_csr(&self.row_ptr)
     }
     /// Column indices, row by row, increasing within each row.
     pub fn col_idx(&self) -> &[u32] {

@@ -20,7 +20,7 @@ pub mod spmv;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use binning::{Binning, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
+pub use binning::{Binning, RowPtr, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
 pub use csr::{Csr, MAX_DIM};
 pub use error::SparseError;
 pub use features::{Features, FEATURE_NAMES};

@@ -183,11 +183,11 @@ pub async fn evaluate_matrix(
     // run (each step the median of a few runs).
     let reps = first_call::HOST_REPS;
     let (features, features_ms) = first_call::timed(reps, || Features::of(a));
-    let (pred, predict_ms) = first_call::timed(reps, || model.predict(&features, a.row_ptr()));
+    let (pred, predict_ms) = first_call::timed(reps, || model.predict(&features, a.rows()));
     let overhead_ms = features_ms + predict_ms;
     let ctx = setup.context(precision.bytes());
     let (eager, eager_planning, eager_plan_ms) =
-        first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
+        first_call::plan_first_call(model, &features, a.rows(), &ctx);
     let (first, planning, first_plan_ms) = first_call::plan_lazy_first_call(model, a, &ctx);
     let dm = lab.engine.upload_as(a, precision)?;
     let prepare_ms = first_call::prepare_ms(lab.engine, &dm, &pred.binning, &pred.plan);
@@ -456,11 +456,11 @@ pub fn evaluate_stored(
     let t0 = Instant::now();
     let features = Features::of(a);
     let features_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let pred = model.predict(&features, a.row_ptr());
+    let pred = model.predict(&features, a.rows());
     let overhead_ms = t0.elapsed().as_secs_f64() * 1e3;
     let ctx = setup.context(precision.bytes());
     let (eager, eager_planning, eager_plan_ms) =
-        first_call::plan_first_call(model, &features, a.row_ptr(), &ctx);
+        first_call::plan_first_call(model, &features, a.rows(), &ctx);
     let (first, planning, first_plan_ms) = first_call::plan_lazy_first_call(model, a, &ctx);
     let time_of = |plan: &Plan| -> f64 {
         if plan.kernels.is_empty() {

@@ -9,7 +9,7 @@
 
 use engine::{AnyMatrix, Engine, LaunchMode};
 use selector::{AmortiseContext, Amortised, AnalysisCosts, Model, Planning, Prediction};
-use sparse::{Binning, Csr, Features, Plan, Precision};
+use sparse::{Binning, Csr, Features, Plan, Precision, RowPtr};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -76,7 +76,7 @@ impl FirstCallSetup {
 pub fn plan_first_call(
     model: &Model,
     features: &Features,
-    row_ptr: &[u32],
+    row_ptr: RowPtr<'_>,
     ctx: &AmortiseContext,
 ) -> (Prediction, Planning, f64) {
     let (a, ms) = timed(HOST_REPS, || {
@@ -125,7 +125,7 @@ fn plan_one_call(model: &Model, a: &Csr<f64>, ctx: &AmortiseContext) -> Amortise
     model.plan_lazy(
         &cell,
         || Features::of(a),
-        a.row_ptr(),
+        a.rows(),
         a.ncols(),
         1,
         ctx,

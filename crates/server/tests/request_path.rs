@@ -93,6 +93,19 @@ fn check(a: &Csr<f64>, x: &[f64], y: &[f64], p: &str) {
     }
 }
 
+/// A device app without a database and a random matrix (rows, cols, seed)
+/// uploaded to it, with its id; `None` where the test may skip (no device,
+/// outside CI).
+async fn with_matrix(
+    test: &str,
+    (rows, cols, seed): (usize, usize, u64),
+) -> Option<(Router, Csr<f64>, String)> {
+    let (app, _) = device_app(test, &["--no-database"]).await?;
+    let a = random_matrix(rows, cols, seed);
+    let id = upload(&app, &a).await;
+    Some((app, a, id))
+}
+
 async fn upload(app: &Router, a: &Csr<f64>) -> String {
     let r = send(app, post("/matrices", "text/plain", mm_text(a))).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -104,16 +117,14 @@ const ODD: [usize; 7] = [1, 3, 5, 7, 11, 13, 4099];
 
 #[tokio::test]
 async fn binary_x_in_odd_chunks_gives_the_reference_y() {
-    let Some((app, _)) = device_app(
+    let Some((app, a, id)) = with_matrix(
         "binary_x_in_odd_chunks_gives_the_reference_y",
-        &["--no-database"],
+        (300, 1037, 7),
     )
     .await
     else {
         return;
     };
-    let a = random_matrix(300, 1037, 7);
-    let id = upload(&app, &a).await;
     for p in ["f64", "f32"] {
         // Several calls with different x: the reused buffers must hold
         // nothing of the call before.
@@ -128,16 +139,14 @@ async fn binary_x_in_odd_chunks_gives_the_reference_y() {
 
 #[tokio::test]
 async fn a_held_answer_keeps_its_y_while_later_calls_run() {
-    let Some((app, _)) = device_app(
+    let Some((app, a, id)) = with_matrix(
         "a_held_answer_keeps_its_y_while_later_calls_run",
-        &["--no-database"],
+        (400, 400, 8),
     )
     .await
     else {
         return;
     };
-    let a = random_matrix(400, 400, 8);
-    let id = upload(&app, &a).await;
     let x1 = random_x(a.ncols(), 10);
     let first = send(
         &app,
@@ -160,16 +169,14 @@ async fn a_held_answer_keeps_its_y_while_later_calls_run() {
 
 #[tokio::test]
 async fn wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works() {
-    let Some((app, _)) = device_app(
+    let Some((app, a, id)) = with_matrix(
         "wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works",
-        &["--no-database"],
+        (120, 97, 9),
     )
     .await
     else {
         return;
     };
-    let a = random_matrix(120, 97, 9);
-    let id = upload(&app, &a).await;
     for p in ["f64", "f32"] {
         let w = if p == "f32" { 4 } else { 8 };
         let good = le_bytes(&random_x(a.ncols(), 20), p);
@@ -228,16 +235,14 @@ async fn wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works() 
 
 #[tokio::test]
 async fn non_finite_x_is_named_even_when_split_across_chunks() {
-    let Some((app, _)) = device_app(
+    let Some((app, a, id)) = with_matrix(
         "non_finite_x_is_named_even_when_split_across_chunks",
-        &["--no-database"],
+        (150, 211, 10),
     )
     .await
     else {
         return;
     };
-    let a = random_matrix(150, 211, 10);
-    let id = upload(&app, &a).await;
     for p in ["f64", "f32"] {
         let w = if p == "f32" { 4 } else { 8 };
         for (at, bad) in [(0, f64::NAN), (77, f64::INFINITY), (210, f64::NEG_INFINITY)] {
@@ -267,16 +272,14 @@ async fn non_finite_x_is_named_even_when_split_across_chunks() {
 
 #[tokio::test]
 async fn json_forms_are_unchanged_and_f32_overflow_is_refused() {
-    let Some((app, _)) = device_app(
+    let Some((app, a, id)) = with_matrix(
         "json_forms_are_unchanged_and_f32_overflow_is_refused",
-        &["--no-database"],
+        (200, 180, 11),
     )
     .await
     else {
         return;
     };
-    let a = random_matrix(200, 180, 11);
-    let id = upload(&app, &a).await;
     for p in ["f64", "f32"] {
         let x = random_x(a.ncols(), 40);
         let r = send(
@@ -323,16 +326,14 @@ async fn json_forms_are_unchanged_and_f32_overflow_is_refused() {
 
 #[tokio::test]
 async fn a_slow_body_does_not_hold_up_another_call_on_the_same_matrix() {
-    let Some((app, _)) = device_app(
+    let Some((app, a, id)) = with_matrix(
         "a_slow_body_does_not_hold_up_another_call_on_the_same_matrix",
-        &["--no-database"],
+        (256, 300, 12),
     )
     .await
     else {
         return;
     };
-    let a = random_matrix(256, 300, 12);
-    let id = upload(&app, &a).await;
     let (slow_x, quick_x) = (random_x(a.ncols(), 50), random_x(a.ncols(), 51));
     let bytes = le_bytes(&slow_x, "f64");
     let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);

@@ -5,10 +5,10 @@
 
 use crate::corpus::Item;
 use crate::label;
-use crate::pipeline::{self, Labelled, MAX_DEPTHS, MIN_WEIGHT_LEAF, TIE_TOLERANCES};
+use crate::pipeline::{self, Labelled};
 use crate::split::Side;
 use anyhow::{Context, Result};
-use selector::{Model, ParamGuard, Stage1Sample, Stage2Sample, TrainParams, Weighting};
+use selector::{Model, ParamGuard, Stage1Sample, Stage2Sample, TrainParams};
 use sparse::{Binning, Plan, Precision};
 use std::collections::HashMap;
 use std::path::Path;
@@ -170,28 +170,11 @@ fn search_and_fit(
             .collect()
     };
     let (fit_part, valid) = (pick(Side::Train), pick(Side::Test));
-    let mut grid = vec![TrainParams::new().seed(seed).check()?];
-    if full {
-        grid.clear();
-        for tol in TIE_TOLERANCES {
-            for depth in MAX_DEPTHS {
-                for leaf in MIN_WEIGHT_LEAF {
-                    for w in Weighting::ALL {
-                        grid.push(
-                            TrainParams::new()
-                                .seed(seed)
-                                .tie_tolerance(tol)
-                                .max_depth(depth)
-                                .min_weight_leaf(leaf)
-                                .min_weight_split(2.0 * leaf)
-                                .weighting(w)
-                                .check()?,
-                        );
-                    }
-                }
-            }
-        }
-    }
+    let grid = if full {
+        pipeline::param_grid(seed)?
+    } else {
+        vec![TrainParams::new().seed(seed).check()?]
+    };
     let mut best: Option<(selector::ValidTrainParams, f64)> = None;
     for p in &grid {
         let model = fit(&fit_part, p, extra)?;

@@ -409,6 +409,31 @@ impl<'a> Validation<'a> {
     }
 }
 
+/// The trainer's parameter grid in search order: every tie tolerance, then
+/// depth, leaf weight (splits need twice the leaf's) and weighting.
+pub(crate) fn param_grid(seed: u64) -> Result<Vec<selector::ValidTrainParams>> {
+    let mut grid = Vec::new();
+    for tol in TIE_TOLERANCES {
+        for depth in MAX_DEPTHS {
+            for leaf in MIN_WEIGHT_LEAF {
+                for w in Weighting::ALL {
+                    grid.push(
+                        TrainParams::new()
+                            .seed(seed)
+                            .tie_tolerance(tol)
+                            .max_depth(depth)
+                            .min_weight_leaf(leaf)
+                            .min_weight_split(2.0 * leaf)
+                            .weighting(w)
+                            .check()?,
+                    );
+                }
+            }
+        }
+    }
+    Ok(grid)
+}
+
 /// Every (tolerance, weighting, depth, leaf) fitted on the fitting part and
 /// judged on the validation matrices by what users feel: the time of the whole
 /// plan it predicts (estimated from the labels) against the oracle's, geometric
@@ -421,30 +446,16 @@ fn search_params(
 ) -> Result<(Vec<serde_json::Value>, selector::ValidTrainParams, f64)> {
     let mut results = Vec::new();
     let mut best: Option<(selector::ValidTrainParams, f64)> = None;
-    for tol in TIE_TOLERANCES {
-        for (depth, leaf) in MAX_DEPTHS
-            .iter()
-            .flat_map(|&d| MIN_WEIGHT_LEAF.iter().map(move |&l| (d, l)))
-        {
-            for w in Weighting::ALL {
-                let p = TrainParams::new()
-                    .seed(seed)
-                    .tie_tolerance(tol)
-                    .max_depth(depth)
-                    .min_weight_leaf(leaf)
-                    .min_weight_split(2.0 * leaf)
-                    .weighting(w)
-                    .check()?;
-                let model = selector::fit(&v.fit.0, &v.fit.1, &p)?;
-                let score = validation_score(&model, &v.valid);
-                results.push(serde_json::json!({
-                    "tie_tolerance": tol, "max_depth": depth, "min_weight_leaf": leaf, "weighting": w,
-                    "validation_geomean_oracle_ratio": score,
-                }));
-                if best.as_ref().is_none_or(|(_, b)| score > *b + 1e-12) {
-                    best = Some((p, score));
-                }
-            }
+    for p in param_grid(seed)? {
+        let model = selector::fit(&v.fit.0, &v.fit.1, &p)?;
+        let score = validation_score(&model, &v.valid);
+        results.push(serde_json::json!({
+            "tie_tolerance": p.tie_tolerance(), "max_depth": p.max_depth(),
+            "min_weight_leaf": p.min_weight_leaf(), "weighting": p.weighting(),
+            "validation_geomean_oracle_ratio": score,
+        }));
+        if best.as_ref().is_none_or(|(_, b)| score > *b + 1e-12) {
+            best = Some((p, score));
         }
     }
     let (params, score) = best.expect("at least one configuration");

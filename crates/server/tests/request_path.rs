@@ -115,6 +115,21 @@ async fn upload(app: &Router, a: &Csr<f64>) -> String {
 /// Chunk sizes that split values of both widths at every offset.
 const ODD: [usize; 7] = [1, 3, 5, 7, 11, 13, 4099];
 
+/// A call with a good x (from `seed`) in odd chunks, its y checked: the matrix
+/// and its reused buffers still serve after what the test sent before.
+async fn still_serves(
+    app: &Router,
+    (a, id): (&Csr<f64>, &str),
+    p: &str,
+    seed: u64,
+    declared: bool,
+) {
+    let x = random_x(a.ncols(), seed);
+    let body = chunked(&le_bytes(&x, p), &ODD);
+    let r = send(app, x_request(id, p, body, true, declared)).await;
+    check(a, &x, &y_from(&r, p, true), p);
+}
+
 #[tokio::test]
 async fn binary_x_in_odd_chunks_gives_the_reference_y() {
     let Some((app, a, id)) = with_matrix(
@@ -222,13 +237,7 @@ async fn wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works() 
                 msg.contains(&format!("{} bytes expected", good.len())),
                 "{msg}"
             );
-            let x = random_x(a.ncols(), 21);
-            let r = send(
-                &app,
-                x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, declared),
-            )
-            .await;
-            check(&a, &x, &y_from(&r, p, true), p);
+            still_serves(&app, (&a, &id), p, 21, declared).await;
         }
     }
 }
@@ -260,13 +269,7 @@ async fn non_finite_x_is_named_even_when_split_across_chunks() {
             assert!(msg.contains(&format!("not finite in {p}")), "{msg}");
         }
         // The buffer that held the refused values serves the next call.
-        let x = random_x(a.ncols(), 31);
-        let r = send(
-            &app,
-            x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, false),
-        )
-        .await;
-        check(&a, &x, &y_from(&r, p, true), p);
+        still_serves(&app, (&a, &id), p, 31, false).await;
     }
 }
 

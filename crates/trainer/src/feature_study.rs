@@ -156,20 +156,8 @@ fn search_and_fit(
     full: bool,
 ) -> Result<(Model, f64)> {
     let extended = !extra.is_empty();
-    let nnz: Vec<usize> = train
-        .iter()
-        .map(|m| m.l.labels.features.values[2] as usize)
-        .collect();
-    let sides = crate::split::validation_sides(&nnz, seed);
-    let pick = |side: Side| -> Vec<&Matrix> {
-        train
-            .iter()
-            .zip(&sides)
-            .filter(|(_, s)| **s == side)
-            .map(|(m, _)| *m)
-            .collect()
-    };
-    let (fit_part, valid) = (pick(Side::Train), pick(Side::Test));
+    let (fit_part, valid) =
+        crate::split::validation_part(train, |m| m.l.labels.features.values[2] as usize, seed);
     let grid = if full {
         pipeline::param_grid(seed)?
     } else {

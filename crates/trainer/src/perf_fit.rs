@@ -6,7 +6,7 @@
 
 use crate::perf_eval::{check_ranking, RankingCheck};
 use crate::pipeline::Labelled;
-use crate::split::{validation_sides, Side};
+use crate::split::validation_part;
 use anyhow::Result;
 use selector::{PerfForm, PerfModel, PerfParams, PerfSample};
 use serde::Serialize;
@@ -83,20 +83,7 @@ pub fn fit(
     if all.is_empty() {
         return Ok(None);
     }
-    let nnz: Vec<usize> = train
-        .iter()
-        .map(|l| l.labels.features.values[2] as usize)
-        .collect();
-    let sides = validation_sides(&nnz, seed);
-    let pick = |side| -> Vec<&Labelled> {
-        train
-            .iter()
-            .zip(&sides)
-            .filter(|(_, s)| **s == side)
-            .map(|(l, _)| *l)
-            .collect()
-    };
-    let (fit_part, valid) = (pick(Side::Train), pick(Side::Test));
+    let (fit_part, valid) = validation_part(train, |l| l.labels.features.values[2] as usize, seed);
     let fit_samples = samples_of(&fit_part);
     let mut tried: Vec<Variant> = Vec::new();
     if !fit_samples.is_empty() && !valid.is_empty() {

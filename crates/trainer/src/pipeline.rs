@@ -274,7 +274,7 @@ pub fn estimate_plan_ms(labels: &MatrixLabels, plan: &sparse::Plan) -> Option<f6
 /// Geometric mean over labelled matrices of oracle time / estimated time of the
 /// model's plan (1.0 is perfect); matrices whose plan cannot be estimated count as
 /// their slowest scheme.
-pub fn validation_score(model: &Model, labelled: &[&&Labelled]) -> f64 {
+pub fn validation_score(model: &Model, labelled: &[&Labelled]) -> f64 {
     let mut log = 0.0;
     let mut n = 0usize;
     for l in labelled {
@@ -381,27 +381,19 @@ struct Validation<'a> {
     /// Stage-1 and stage-2 samples of the fitting part.
     fit: (Vec<Stage1Sample>, Vec<Stage2Sample>),
     /// The validation matrices.
-    valid: Vec<&'a &'a Labelled>,
+    valid: Vec<&'a Labelled>,
 }
 
 impl<'a> Validation<'a> {
     /// A quarter of `train` for validation, stratified by size.
     fn split(train: &'a [&'a Labelled], seed: u64) -> Validation<'a> {
-        let nnz: Vec<usize> = train
+        let (fit, valid) =
+            crate::split::validation_part(train, |l| l.labels.features.values[2] as usize, seed);
+        let t1 = fit.iter().map(|l| l.samples.stage1.clone()).collect();
+        let t2 = fit
             .iter()
-            .map(|l| l.labels.features.values[2] as usize)
+            .flat_map(|l| l.samples.stage2.iter().cloned())
             .collect();
-        let sides = crate::split::validation_sides(&nnz, seed);
-        let (mut t1, mut t2) = (Vec::new(), Vec::new());
-        let mut valid = Vec::new();
-        for (l, s) in train.iter().zip(&sides) {
-            if *s == Side::Test {
-                valid.push(l);
-            } else {
-                t1.push(l.samples.stage1.clone());
-                t2.extend(l.samples.stage2.iter().cloned());
-            }
-        }
         Validation {
             fit: (t1, t2),
             valid,

@@ -77,6 +77,24 @@ pub fn validation_sides(nnz: &[usize], seed: u64) -> Vec<Side> {
     split(&strata, 0.25, seed ^ 0xfeed)
 }
 
+/// `items` parted into (fitting, validation) by [`validation_sides`] of their
+/// nonzero counts (`nnz` of each), both in the order given.
+pub fn validation_part<'a, T>(
+    items: &[&'a T],
+    nnz: impl Fn(&T) -> usize,
+    seed: u64,
+) -> (Vec<&'a T>, Vec<&'a T>) {
+    let counts: Vec<usize> = items.iter().map(|&t| nnz(t)).collect();
+    let (mut fit, mut valid) = (Vec::new(), Vec::new());
+    for (&t, side) in items.iter().zip(validation_sides(&counts, seed)) {
+        match side {
+            Side::Train => fit.push(t),
+            Side::Test => valid.push(t),
+        }
+    }
+    (fit, valid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,27 +92,33 @@ fn synthetic_row_ptr(n: usize) -> Vec<u32> {
     rp
 }
 
-/// A synthetic square matrix of `n` rows with `per_row` nonzeros each,
+/// A synthetic square matrix whose row lengths are those of `row_ptr`,
 /// columns scattered (a fixed stride), for timing the feature pass.
-fn synthetic_matrix(n: usize, per_row: usize) -> sparse::Csr<f64> {
-    let rp: Vec<u32> = (0..=n).map(|i| (i * per_row) as u32).collect();
-    let mut ci = Vec::with_capacity(n * per_row);
+fn synthetic_matrix(row_ptr: Vec<u32>) -> sparse::Csr<f64> {
+    let n = row_ptr.len() - 1;
+    let widest = row_ptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as usize;
+    let mut ci = Vec::with_capacity(row_ptr[n] as usize);
     for i in 0..n {
-        let mut row: Vec<u32> = (0..per_row).map(|j| ((i + j * 7919) % n) as u32).collect();
+        let len = (row_ptr[i + 1] - row_ptr[i]) as usize;
+        let mut row: Vec<u32> = (0..len).map(|j| ((i + j * 7919) % n) as u32).collect();
         row.sort_unstable();
         row.dedup();
-        while row.len() < per_row {
+        while row.len() < len {
             row.push(row.last().map_or(0, |c| c + 1));
         }
         ci.extend(row);
     }
     let nnz = ci.len();
-    sparse::Csr::try_new(n, n + per_row, rp, ci, vec![1.0; nnz]).expect("a valid synthetic matrix")
+    sparse::Csr::try_new(n, n + widest, row_ptr, ci, vec![1.0; nnz])
+        .expect("a valid synthetic matrix")
 }
 
-/// The feature pass's fixed cost, cost per row and per nonzero (ns), from
-/// three synthetic matrices: 64 rows of 1 nonzero (the fixed part), and
-/// 2^15 rows of 1 and of 16 nonzeros a row (best of three each).
+/// The feature pass's fixed cost, cost per row and per nonzero (ns): the
+/// fixed part from 64 rows of 1 nonzero; the per-nonzero part from 2^15 rows
+/// of 1 and of 16 nonzeros a row; the per-row part from 2^15 rows of
+/// irregular lengths (0 to 63, as [`synthetic_row_ptr`]), since on regular
+/// lengths every branch of the row-length statistics is predicted and real
+/// matrices cost several times more a row. Best of three each.
 fn calibrate_features() -> (f64, f64, f64) {
     let n = 1usize << 15;
     let best = |a: &sparse::Csr<f64>| {
@@ -124,14 +130,19 @@ fn calibrate_features() -> (f64, f64, f64) {
             })
             .fold(f64::INFINITY, f64::min)
     };
+    let regular = |rows: usize, per_row: usize| -> Vec<u32> {
+        (0..=rows).map(|i| (i * per_row) as u32).collect()
+    };
+    let irregular = synthetic_matrix(synthetic_row_ptr(n));
     let (tiny, thin, thick) = (
-        synthetic_matrix(64, 1),
-        synthetic_matrix(n, 1),
-        synthetic_matrix(n, 16),
+        synthetic_matrix(regular(64, 1)),
+        synthetic_matrix(regular(n, 1)),
+        synthetic_matrix(regular(n, 16)),
     );
     let (t0, t1, t16) = (best(&tiny), best(&thin), best(&thick));
     let per_entry = ((t16 - t1) / (15.0 * n as f64)).max(0.0);
-    let per_row = ((t1 - t0) / n as f64 - per_entry).max(0.0);
+    let t_irregular = best(&irregular) - per_entry * irregular.nnz() as f64;
+    let per_row = ((t_irregular - t0) / n as f64).max(0.0);
     (t0.max(0.0), per_row, per_entry)
 }
 

@@ -208,14 +208,7 @@ async fn wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works() 
                     x_request(&id, p, chunked(&body, &ODD), true, declared),
                 )
                 .await;
-                assert_eq!(
-                    r.status,
-                    422,
-                    "{p} declared={declared}: {}",
-                    String::from_utf8_lossy(&r.body)
-                );
-                let (code, msg) = r.error();
-                assert_eq!(code, "x_length");
+                let msg = r.error_of(422, "x_length");
                 assert!(msg.contains(&format!("x has {found} entries")), "{msg}");
                 assert!(msg.contains(&format!("{} columns", a.ncols())), "{msg}");
             }
@@ -226,9 +219,7 @@ async fn wrong_lengths_are_refused_with_both_sizes_and_the_matrix_still_works() 
                 x_request(&id, p, chunked(&ragged, &ODD), true, declared),
             )
             .await;
-            assert_eq!(r.status, 400);
-            let (code, msg) = r.error();
-            assert_eq!(code, "bad_request");
+            let msg = r.error_of(400, "bad_request");
             assert!(
                 msg.contains(&format!("{} bytes, not a multiple of {w}", good.len() + 1)),
                 "{msg}"
@@ -262,9 +253,7 @@ async fn non_finite_x_is_named_even_when_split_across_chunks() {
             let cut = at * w + w / 2;
             let body = vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()];
             let r = send(&app, x_request(&id, p, body, true, false)).await;
-            assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
-            let (code, msg) = r.error();
-            assert_eq!(code, "non_finite");
+            let msg = r.error_of(422, "non_finite");
             assert!(msg.contains(&format!("x[{at}] = ")), "{msg}");
             assert!(msg.contains(&format!("not finite in {p}")), "{msg}");
         }
@@ -312,9 +301,7 @@ async fn json_forms_are_unchanged_and_f32_overflow_is_refused() {
         ),
     )
     .await;
-    assert_eq!(r.status, 422);
-    let (code, msg) = r.error();
-    assert_eq!(code, "non_finite");
+    let msg = r.error_of(422, "non_finite");
     assert!(msg.contains("x[5] = 1e300 is not finite in f32"), "{msg}");
     let r = send(
         &app,

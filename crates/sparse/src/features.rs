@@ -78,10 +78,19 @@ pub struct Features {
     pub values: Vec<f64>,
 }
 
-/// Rows plus nonzeros read (rows alone when the column facts are known)
-/// below which the feature pass runs on the calling thread (about 0.2 ms of
-/// work).
-const SEQUENTIAL_BELOW: usize = 1 << 18;
+/// Rows from which [`Features::of`] spreads its blocks over a pool of two
+/// threads (more threads start sooner, see `crate::threads`). Measured on a
+/// 2-core machine with the pool asleep, as a first call finds it: the pass
+/// costs 0.12-0.4 ns a row and waking the pool 20-60 us, so on the cheapest
+/// rows threads pay from about 2^18 rows on an idle machine and not at all on
+/// a busy one (its second core is taken); 2^20 rows (0.12-0.4 ms of work) keeps
+/// what they save when idle without losing much when busy.
+const PARALLEL_ROWS: usize = 1 << 20;
+
+/// Rows plus column indices read from which [`Features::of_pattern`] (which
+/// reads each row's first and last entry, and a sample of all) spreads its
+/// blocks over a pool of two threads (about 0.2 ms of work).
+const PARALLEL_PATTERN: usize = 1 << 18;
 
 /// Rows per block of the feature pass: each block is folded into one
 /// accumulator in place (folding row by row would move the accumulator,
@@ -490,7 +499,7 @@ impl Features {
     /// built, so this pass reads the row pointer only.
     pub fn of<T: Scalar>(a: &Csr<T>) -> Self {
         let facts = a.column_facts();
-        let parallel = a.nrows() >= SEQUENTIAL_BELOW;
+        let parallel = crate::threads::worth_threads(a.nrows(), PARALLEL_ROWS);
         let (rp, ci) = (a.row_ptr(), a.col_idx());
         Self::of_pattern_on(a.nrows(), a.ncols(), (rp, ci, Some(facts)), parallel)
     }
@@ -498,7 +507,8 @@ impl Features {
     /// Computes the features from the CSR pattern arrays (the same values as
     /// [`Features::of`], the column indices read here).
     pub fn of_pattern(nrows: usize, ncols: usize, row_ptr: &[u32], col_idx: &[u32]) -> Self {
-        let parallel = nrows + col_idx.len().min(1 << 19) >= SEQUENTIAL_BELOW;
+        let work = nrows + col_idx.len().min(1 << 19);
+        let parallel = crate::threads::worth_threads(work, PARALLEL_PATTERN);
         Self::of_pattern_on(nrows, ncols, (row_ptr, col_idx, None), parallel)
     }
 
@@ -702,6 +712,37 @@ mod tests {
                 "lengths {:?}...",
                 &lens[..lens.len().min(4)]
             );
+        }
+    }
+
+    #[test]
+    fn threaded_equals_serial_on_awkward_patterns() {
+        // The empty matrix, one row, one huge row among short ones, all rows
+        // empty, and a last block of one row; with the column facts read from
+        // the pattern and given by the matrix, on the pool and on this thread.
+        let cases: Vec<Vec<usize>> = vec![
+            vec![],
+            vec![1],
+            vec![0],
+            [vec![2; 5000], vec![300_000], vec![1; 9000]].concat(),
+            vec![0; 3 * BLOCK + 7],
+            vec![3; 2 * BLOCK + 1],
+        ];
+        for lens in cases {
+            let (rp, ci) = pattern_of(&lens);
+            let (n, m) = (lens.len(), lens.iter().max().copied().unwrap_or(0).max(1));
+            let want = plain(n, m, &rp, &ci);
+            let a = Csr::try_new(n, m, rp.clone(), ci.clone(), vec![1.0f32; ci.len()]).unwrap();
+            let facts = Some(a.column_facts());
+            for (columns, parallel) in [(None, false), (None, true), (facts, false), (facts, true)]
+            {
+                let got = Features::of_pattern_on(n, m, (&rp, &ci, columns), parallel);
+                assert_eq!(
+                    got.values, want,
+                    "{n} rows, facts {columns:?}, parallel {parallel}"
+                );
+            }
+            assert_eq!(Features::of(&a).values, want);
         }
     }
 

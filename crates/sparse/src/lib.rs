@@ -19,6 +19,7 @@ pub mod scalar;
 pub mod spmv;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod threads;
 
 pub use binning::{Binning, RowPtr, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
 pub use csr::{Csr, MAX_DIM};

@@ -7,13 +7,12 @@ use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step,
 use crate::perf::{PerfModel, TimePrediction};
 use crate::quick::{Facts, FallbackCell, QuickModel};
 use crate::tree::{Hop, Tree};
-use crate::vector::spread;
+use crate::vector::{spread, stage2_vector_sized};
 use crate::{
-    stage1_vector, stage2_vector, KernelSources, SelectorError, TrainParams, STAGE1_FEATURES,
-    STAGE2_FEATURES,
+    stage1_vector, KernelSources, SelectorError, TrainParams, STAGE1_FEATURES, STAGE2_FEATURES,
 };
 use serde::{Deserialize, Serialize};
-use sparse::{Binning, Features, KernelId, Plan, RowPtr, Scheme};
+use sparse::{BinSizes, Binning, Features, KernelId, Plan, RowPtr, Scheme};
 use std::path::{Path, PathBuf};
 
 /// The model file format this build reads and writes.
@@ -437,18 +436,20 @@ impl Model {
         if !rp.is_monotone() {
             scheme = Scheme::Single;
         }
-        let binning = Binning::new(row_ptr, scheme);
+        // Kernels are chosen from the bins' sizes; the lists of their virtual
+        // rows are built below only if the plan keeps the bins.
+        let sizes = BinSizes::new(row_ptr, scheme);
         let mut kernels = Vec::new();
         let mut bins = Vec::new();
-        for b in binning.nonempty_bins() {
-            let x2 = stage2_vector(features, &binning, b);
+        for b in sizes.nonempty_bins() {
+            let x2 = stage2_vector_sized(features, &sizes, b);
             let (k, hops2) = self.kernel_of(&x2);
             kernels.push((b, k));
             if explain {
                 bins.push(BinDecision {
                     bin: b,
-                    rows: binning.row_count(b),
-                    nnz: binning.bin_nnz[b],
+                    rows: sizes.rows[b] as usize,
+                    nnz: sizes.nnz[b],
                     path: steps(&hops2, &x2, &STAGE2_FEATURES),
                     kernel: k,
                 });
@@ -458,7 +459,7 @@ impl Model {
         // every row as a plain range (`engine::launch_key`), the launch of the
         // single-bin scheme, but preparing it would first expand and merge the
         // bins' rows on the host. Same launch, less analysis, so the plan is
-        // collapsed (and the explanation says so).
+        // collapsed (and the explanation says so), and its bins never listed.
         let uniform = kernels
             .first()
             .map(|f| f.1)
@@ -469,7 +470,11 @@ impl Model {
                 Binning::new(row_ptr, Scheme::Single),
                 Some(scheme),
             ),
-            _ => (Plan { scheme, kernels }, binning, None),
+            _ => (
+                Plan { scheme, kernels },
+                Binning::new(row_ptr, scheme),
+                None,
+            ),
         };
         let explanation = explain.then(|| Explanation {
             selector: "model".into(),

@@ -7,7 +7,7 @@
 //! refuses to load when they differ from this build's ([`STAGE1_FEATURES`],
 //! [`STAGE2_FEATURES`]).
 
-use sparse::{Binning, Features, FEATURE_NAMES};
+use sparse::{BinSizes, Binning, Features, Scheme, FEATURE_NAMES};
 
 /// Stage-1 feature names: exactly [`sparse::FEATURE_NAMES`], in that order.
 pub const STAGE1_FEATURES: [&str; FEATURE_NAMES.len()] = FEATURE_NAMES;
@@ -70,18 +70,39 @@ pub fn stage1_vector(f: &Features) -> Vec<f64> {
 /// The stage-2 vector of bin `bin` of `binning` (order [`STAGE2_FEATURES`]).
 /// A bin id outside the binning is treated as an empty bin.
 pub fn stage2_vector(f: &Features, binning: &Binning, bin: usize) -> Vec<f64> {
-    let mut v = stage1_vector(f);
     let (rows, nnz) = if bin < binning.num_bins() {
         (binning.row_count(bin) as f64, binning.bin_nnz[bin] as f64)
     } else {
         (0.0, 0.0)
     };
+    stage2_of(f, (binning.scheme, binning.nrows), bin, (rows, nnz))
+}
+
+/// [`stage2_vector`] from the bins' sizes alone (the same values: the
+/// selector chooses kernels before it knows whether the lists are needed).
+pub(crate) fn stage2_vector_sized(f: &Features, sizes: &BinSizes, bin: usize) -> Vec<f64> {
+    let (rows, nnz) = match (sizes.rows.get(bin), sizes.nnz.get(bin)) {
+        (Some(&r), Some(&n)) => (r as f64, n as f64),
+        _ => (0.0, 0.0),
+    };
+    stage2_of(f, (sizes.scheme, sizes.nrows), bin, (rows, nnz))
+}
+
+/// The stage-2 vector of bin `bin` holding `rows` rows and `nnz` nonzeros
+/// of a matrix of `nrows` rows binned under `scheme`.
+fn stage2_of(
+    f: &Features,
+    (scheme, nrows): (Scheme, usize),
+    bin: usize,
+    (rows, nnz): (f64, f64),
+) -> Vec<f64> {
+    let mut v = stage1_vector(f);
     let mean_len = if rows > 0.0 { nnz / rows } else { 0.0 };
     let matrix_mean = feature(f, "nnz_row_mean");
-    let total_rows = binning.nrows as f64;
+    let total_rows = nrows as f64;
     let total_nnz = feature(f, "nnz");
     v.extend([
-        binning.scheme.code() as f64,
+        scheme.code() as f64,
         bin as f64,
         mean_len,
         if matrix_mean > 0.0 {

@@ -206,3 +206,49 @@ fn features_binning_and_plans_equal_the_golden_record() {
         diffs[..diffs.len().min(10)].join("\n")
     );
 }
+
+#[test]
+fn bins_are_listed_only_for_a_plan_that_keeps_them() {
+    // Kernels are chosen from the bins' sizes; a plan whose bins all chose
+    // one kernel collapses to the single bin without listing them, and any
+    // other plan carries the full binning of its scheme. The shipped models
+    // make both kinds on the generated matrices.
+    let (mut collapsed, mut kept) = (0, 0);
+    let models = pocl_models();
+    for (name, a) in generated() {
+        let f = Features::of(&a);
+        for (model_name, m) in &models {
+            let p = m.predict_explained(&f, a.row_ptr());
+            let e = p.explanation.as_ref().unwrap();
+            let full = Binning::new(a.row_ptr(), e.stage1.scheme);
+            // Stage 2 decided each non-empty bin of the stage-1 scheme, from
+            // the full binning's sizes, as its stage-2 vector says.
+            let decided: Vec<usize> = e.stage2.iter().map(|d| d.bin).collect();
+            assert_eq!(decided, full.nonempty_bins().collect::<Vec<_>>(), "{name}");
+            for d in &e.stage2 {
+                let want = (full.row_count(d.bin), full.bin_nnz[d.bin]);
+                assert_eq!((d.rows, d.nnz), want, "{name} {model_name}");
+                let x2 = selector::stage2_vector(&f, &full, d.bin);
+                assert_eq!(m.predict_kernel(&x2), d.kernel, "{name} {model_name}");
+            }
+            match e.collapsed_from {
+                Some(s) => {
+                    collapsed += 1;
+                    assert_eq!(s, e.stage1.scheme);
+                    assert_eq!(p.plan.scheme, Scheme::Single);
+                    assert_eq!(p.binning, Binning::new(a.row_ptr(), Scheme::Single));
+                    assert!(e.stage2.iter().all(|d| d.kernel == p.plan.kernels[0].1));
+                }
+                None => {
+                    kept += usize::from(e.stage1.scheme != Scheme::Single);
+                    assert_eq!(p.plan.scheme, e.stage1.scheme);
+                    assert_eq!(p.binning, full, "{name} {model_name}");
+                }
+            }
+        }
+    }
+    assert!(
+        collapsed > 0 && kept > 0,
+        "collapsed {collapsed}, kept {kept}"
+    );
+}

@@ -209,16 +209,11 @@ impl Binning {
             },
             Scheme::Granularity(u) => {
                 let u = u.max(1) as usize;
-                let nvirt = nrows.div_ceil(u);
                 let mut bins: Vec<Vec<u32>> = vec![Vec::new(); NUM_BINS];
                 let mut bin_nnz = vec![0u64; NUM_BINS];
-                for v in 0..nvirt {
-                    let first = v * u;
-                    let last = (first + u).min(nrows);
-                    let wl = (row_ptr[last] - row_ptr[first]) as usize;
-                    let b = (wl / u).min(MAX_BIN);
+                for (first, b, wl) in virtual_rows(row_ptr, u) {
                     bins[b].push(first as u32);
-                    bin_nnz[b] += wl as u64;
+                    bin_nnz[b] += wl;
                 }
                 Binning {
                     scheme,
@@ -228,6 +223,18 @@ impl Binning {
                     bin_nnz,
                 }
             }
+        }
+    }
+
+    /// The rows and nonzeros of each bin (as [`BinSizes::new`] gives them).
+    pub fn sizes(&self) -> BinSizes {
+        BinSizes {
+            scheme: self.scheme,
+            nrows: self.nrows,
+            rows: (0..self.num_bins())
+                .map(|b| self.row_count(b) as u64)
+                .collect(),
+            nnz: self.bin_nnz.clone(),
         }
     }
 
@@ -264,6 +271,70 @@ impl Binning {
         let mut v = Vec::with_capacity(self.row_count(b));
         v.extend(self.rows(b));
         v
+    }
+}
+
+/// The virtual rows of granularity `u` as (first row, bin, nonzeros), in
+/// order: Algorithm 2's assignment, written once for [`Binning::new`] and
+/// [`BinSizes::new`].
+fn virtual_rows(row_ptr: &[u32], u: usize) -> impl Iterator<Item = (usize, usize, u64)> + '_ {
+    let nrows = row_ptr.len().saturating_sub(1);
+    (0..nrows.div_ceil(u)).map(move |v| {
+        let first = v * u;
+        let last = (first + u).min(nrows);
+        let wl = (row_ptr[last] - row_ptr[first]) as usize;
+        (first, (wl / u).min(MAX_BIN), wl as u64)
+    })
+}
+
+/// What binning a matrix under a scheme gives each bin, without the lists
+/// of its virtual rows: all that choosing a kernel per bin reads. A plan
+/// whose bins all choose one kernel runs it over every row as one range, so
+/// the selector builds the lists ([`Binning::new`], a vector push per virtual
+/// row) only for a plan that keeps its bins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BinSizes {
+    /// The scheme.
+    pub scheme: Scheme,
+    /// Rows of the matrix.
+    pub nrows: usize,
+    /// Per bin (as many as [`Binning::num_bins`]), its rows.
+    pub rows: Vec<u64>,
+    /// Per bin, its nonzeros.
+    pub nnz: Vec<u64>,
+}
+
+impl BinSizes {
+    /// The sizes of the bins of a CSR pattern (given by its `row_ptr`) under
+    /// `scheme`: the same as [`Binning::new`] followed by [`Binning::sizes`].
+    pub fn new(row_ptr: &[u32], scheme: Scheme) -> BinSizes {
+        let nrows = row_ptr.len().saturating_sub(1);
+        let (rows, nnz) = match scheme {
+            Scheme::Single => (
+                vec![nrows as u64],
+                vec![row_ptr.last().copied().unwrap_or(0) as u64],
+            ),
+            Scheme::Granularity(u) => {
+                let u = u.max(1) as usize;
+                let (mut rows, mut nnz) = (vec![0u64; NUM_BINS], vec![0u64; NUM_BINS]);
+                for (first, b, wl) in virtual_rows(row_ptr, u) {
+                    rows[b] += ((first + u).min(nrows) - first) as u64;
+                    nnz[b] += wl;
+                }
+                (rows, nnz)
+            }
+        };
+        BinSizes {
+            scheme,
+            nrows,
+            rows,
+            nnz,
+        }
+    }
+
+    /// Ids of the bins holding at least one row.
+    pub fn nonempty_bins(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.rows.len()).filter(|&b| self.rows[b] > 0)
     }
 }
 
@@ -386,6 +457,11 @@ mod tests {
                 }
             }
             prop_assert!(seen.iter().all(|&s| s == 1));
+            prop_assert_eq!(BinSizes::new(&rp, scheme), b.sizes());
+            prop_assert_eq!(
+                BinSizes::new(&rp, scheme).nonempty_bins().collect::<Vec<_>>(),
+                b.nonempty_bins().collect::<Vec<_>>()
+            );
             prop_assert_eq!(total_rows, lens.len());
             prop_assert_eq!(total_nnz, *rp.last().unwrap() as u64);
         }

@@ -78,10 +78,19 @@ pub struct Features {
     pub values: Vec<f64>,
 }
 
-/// Rows plus nonzeros read (rows alone when the column facts are known)
-/// below which the feature pass runs on the calling thread (about 0.2 ms of
-/// work).
-const SEQUENTIAL_BELOW: usize = 1 << 18;
+/// Rows from which [`Features::of`] spreads its blocks over a pool of two
+/// threads (more threads start sooner, see `crate::threads`). Measured on a
+/// 2-core machine with the pool asleep, as a first call finds it: the pass
+/// costs 0.12-0.4 ns a row and waking the pool 20-60 us, so on the cheapest
+/// rows threads pay from about 2^18 rows on an idle machine and not at all on
+/// a busy one (its second core is taken); 2^20 rows (0.12-0.4 ms of work) keeps
+/// what they save when idle without losing much when busy.
+const PARALLEL_ROWS: usize = 1 << 20;
+
+/// Rows plus column indices read from which [`Features::of_pattern`] (which
+/// reads each row's first and last entry, and a sample of all) spreads its
+/// blocks over a pool of two threads (about 0.2 ms of work).
+const PARALLEL_PATTERN: usize = 1 << 18;
 
 /// Rows per block of the feature pass: each block is folded into one
 /// accumulator in place (folding row by row would move the accumulator,
@@ -220,19 +229,17 @@ impl<'a> RowPass<'a> {
     }
 
     /// The accumulator of block `b`: lengths first, then column locality.
+    /// Row lengths are differences of neighbouring pointers, read again by
+    /// each loop rather than kept in a buffer (the block's pointers stay in
+    /// the L1 cache; zeroing a buffer per block cost a tenth of the pass).
     #[inline(always)]
     fn block_portable(&self, b: usize) -> Acc {
         let lo = b * BLOCK;
         let hi = ((b + 1) * BLOCK).min(self.nrows);
         let rp = &self.row_ptr[lo..=hi];
-        let mut buf = [0u32; BLOCK];
-        let lens = &mut buf[..hi - lo];
-        for (l, (s, e)) in lens.iter_mut().zip(rp.iter().zip(&rp[1..])) {
-            *l = e - s;
-        }
         let mut a = Acc::ZERO;
-        length_stats(lens, self.long_len, &mut a);
-        histogram(lens, (a.min, a.max), &mut a.hist);
+        length_stats(rp, self.long_len, &mut a);
+        histogram(rp, (a.min, a.max), &mut a.hist);
         if self.columns.is_some() {
             // Known from the matrix: filled in once, after the blocks.
         } else if b.is_multiple_of(self.stride) {
@@ -314,77 +321,176 @@ impl<'a> RowPass<'a> {
 /// [`RowPass::distance`].
 const SHORT_ROW: usize = 8;
 
+/// Rows per chunk of [`length_stats`]: a chunk whose rows hold fewer than
+/// 2^16 nonzeros has a sum of squared lengths below 2^32 (it is at most the
+/// square of the sum), so it is summed in 32-bit lanes, twice as many per
+/// vector as 64-bit ones. 1024 rows keep rows of up to 63 entries on average
+/// on that path.
+const STATS_CHUNK: usize = 1024;
+
 /// Shortest and longest row, the sum of squared lengths, empty rows and the
-/// nonzeros of rows longer than `long_len`, into `a`: one loop of plain
-/// reductions over the block's lengths, which the compiler vectorises.
+/// nonzeros of rows longer than `long_len`, into `a`, for the rows whose
+/// pointers are `rp`: per chunk of [`STATS_CHUNK`] rows one loop of plain
+/// reductions, which the compiler vectorises.
 #[inline(always)]
-fn length_stats(lens: &[u32], long_len: usize, a: &mut Acc) {
+fn length_stats(rp: &[u32], long_len: usize, a: &mut Acc) {
     // A length above u32::MAX cannot exist, so the clamp changes no comparison.
     let long_len = long_len.min(u32::MAX as usize) as u32;
-    let (mut min, mut max, mut sq, mut empty, mut long) = (u32::MAX, 0u32, 0u64, 0u32, 0u64);
-    for &l in lens {
-        min = min.min(l);
-        max = max.max(l);
-        sq += u64::from(l) * u64::from(l);
-        empty += u32::from(l == 0);
-        long += if l > long_len { u64::from(l) } else { 0 };
+    let nrows = rp.len().saturating_sub(1);
+    let mut t = ChunkStats::ZERO;
+    for c in 0..nrows.div_ceil(STATS_CHUNK) {
+        let chunk = &rp[c * STATS_CHUNK..=((c + 1) * STATS_CHUNK).min(nrows)];
+        let s = if chunk[chunk.len() - 1] - chunk[0] < 1 << 16 {
+            ChunkStats::of::<u32>(chunk, long_len)
+        } else {
+            ChunkStats::of::<u64>(chunk, long_len)
+        };
+        t = t.merge(s);
     }
-    if !lens.is_empty() {
-        a.min = min as usize;
-        a.max = max as usize;
+    if nrows > 0 {
+        a.min = t.min as usize;
+        a.max = t.max as usize;
     }
-    a.sumsq = u128::from(sq);
-    a.empty = empty as usize;
-    a.long_nnz = long as usize;
+    a.sumsq = u128::from(t.sq);
+    a.empty = t.empty as usize;
+    a.long_nnz = t.long as usize;
 }
 
-/// [`hist_bucket`] of a `u32` length (`32 - leading zeros` is 0 for 0).
-fn bucket32(len: u32) -> usize {
-    ((u32::BITS - len.leading_zeros()) as usize).min(HIST_BUCKETS - 1)
+/// The length statistics of a chunk of rows.
+#[derive(Clone, Copy)]
+struct ChunkStats {
+    min: u32,
+    max: u32,
+    sq: u64,
+    empty: u32,
+    long: u64,
 }
 
-/// Widest span of buckets (longest over shortest row of a block) counted by
-/// thresholds rather than row by row.
-const THRESHOLD_SPAN: usize = 6;
+/// An unsigned lane wide enough for a chunk's sum of squared lengths.
+trait SquareSum: Copy + Default + std::ops::Add<Output = Self> + Into<u64> {
+    fn square(len: u32) -> Self;
+}
 
-/// Adds the block's rows to the histogram. When its shortest and longest row
-/// are at most [`THRESHOLD_SPAN`] buckets apart (most blocks of most
-/// matrices), bucket `k >= 1` is counted as the rows of length `>= 2^(k-1)`
-/// minus those of the next bucket up, a vectorised count per bucket boundary;
-/// otherwise row by row into four interleaved histograms, so that rows of one
-/// bucket do not wait on each other's increments.
-/// `min` and `max` are the block's shortest and longest row.
+impl SquareSum for u32 {
+    #[inline(always)]
+    fn square(len: u32) -> u32 {
+        len * len
+    }
+}
+
+impl SquareSum for u64 {
+    #[inline(always)]
+    fn square(len: u32) -> u64 {
+        u64::from(len) * u64::from(len)
+    }
+}
+
+impl ChunkStats {
+    const ZERO: ChunkStats = ChunkStats {
+        min: u32::MAX,
+        max: 0,
+        sq: 0,
+        empty: 0,
+        long: 0,
+    };
+
+    /// The statistics of the rows whose pointers are `rp`, squares summed in
+    /// `S` (`u32` only when the chunk's nonzeros are below 2^16). The sum of
+    /// long rows' lengths is at most the chunk's nonzeros, so it fits 32 bits.
+    #[inline(always)]
+    fn of<S: SquareSum>(rp: &[u32], long_len: u32) -> ChunkStats {
+        let (mut min, mut max, mut sq, mut empty, mut long) =
+            (u32::MAX, 0u32, S::default(), 0u32, 0u32);
+        for (&s, &e) in rp.iter().zip(&rp[1..]) {
+            let l = e - s;
+            min = min.min(l);
+            max = max.max(l);
+            sq = sq + S::square(l);
+            empty += u32::from(l == 0);
+            long += if l > long_len { l } else { 0 };
+        }
+        ChunkStats {
+            min,
+            max,
+            sq: sq.into(),
+            empty,
+            long: u64::from(long),
+        }
+    }
+
+    fn merge(self, b: ChunkStats) -> ChunkStats {
+        ChunkStats {
+            min: self.min.min(b.min),
+            max: self.max.max(b.max),
+            sq: self.sq + b.sq,
+            empty: self.empty + b.empty,
+            long: self.long + b.long,
+        }
+    }
+}
+
+/// Bucket boundaries counted in one pass over a block's rows: each adds a
+/// compare and an add per row to the loop, and eight keep every counter and
+/// boundary in registers.
+const THRESHOLDS_PER_PASS: usize = 8;
+
+/// Adds the rows whose pointers are `rp` to the histogram, `min` and `max`
+/// their shortest and longest row. Bucket `k >= 1` holds the rows of length
+/// `>= 2^(k-1)` less those of the next bucket up, so only the boundaries
+/// between the buckets of `min` and `max` are counted, up to
+/// [`THRESHOLDS_PER_PASS`] of them in one vectorised pass (row by row, a
+/// histogram's increments wait on each other, and cost more than the compares
+/// even when every boundary is counted).
 #[inline(always)]
-fn histogram(lens: &[u32], (min, max): (usize, usize), hist: &mut [usize; HIST_BUCKETS]) {
-    if lens.is_empty() {
+fn histogram(rp: &[u32], (min, max): (usize, usize), hist: &mut [usize; HIST_BUCKETS]) {
+    let n = rp.len().saturating_sub(1);
+    if n == 0 {
         return;
     }
     let (b0, b1) = (hist_bucket(min), hist_bucket(max));
-    if b1 - b0 <= THRESHOLD_SPAN {
-        // Rows whose bucket is at least the current one.
-        let mut at_least = lens.len();
-        for k in b0 + 1..=b1 {
-            let t = 1u32 << (k - 1);
-            let above = lens.iter().map(|&l| u32::from(l >= t)).sum::<u32>() as usize;
-            hist[k - 1] += at_least - above;
-            at_least = above;
+    // Boundary of bucket k: the shortest length in it, 2^(k-1).
+    let mut bounds = [0u32; HIST_BUCKETS];
+    for (t, k) in bounds.iter_mut().zip(b0 + 1..=b1) {
+        *t = 1u32 << (k - 1);
+    }
+    let mut at_least = [0u32; HIST_BUCKETS];
+    for (t, c) in bounds[..b1 - b0]
+        .chunks(THRESHOLDS_PER_PASS)
+        .zip(at_least.chunks_mut(THRESHOLDS_PER_PASS))
+    {
+        match t.len() {
+            1 => count_at_least::<1>(rp, t, c),
+            2 => count_at_least::<2>(rp, t, c),
+            3 => count_at_least::<3>(rp, t, c),
+            4 => count_at_least::<4>(rp, t, c),
+            5 => count_at_least::<5>(rp, t, c),
+            6 => count_at_least::<6>(rp, t, c),
+            7 => count_at_least::<7>(rp, t, c),
+            _ => count_at_least::<THRESHOLDS_PER_PASS>(rp, t, c),
         }
-        hist[b1] += at_least;
-        return;
     }
-    let mut h = [[0u32; HIST_BUCKETS]; 4];
-    let quads = lens.chunks_exact(4);
-    for &l in quads.remainder() {
-        h[0][bucket32(l)] += 1;
+    // Rows whose bucket is at least the current one.
+    let mut above = n;
+    for (k, &c) in (b0..b1).zip(&at_least) {
+        hist[k] += above - c as usize;
+        above = c as usize;
     }
-    for q in quads {
-        for j in 0..4 {
-            h[j][bucket32(q[j])] += 1;
+    hist[b1] += above;
+}
+
+/// Into `counts`, the rows whose pointers are `rp` that are at least as long
+/// as each of the `K` lengths `bounds`, in one pass.
+#[inline(always)]
+fn count_at_least<const K: usize>(rp: &[u32], bounds: &[u32], counts: &mut [u32]) {
+    let t: [u32; K] = std::array::from_fn(|j| bounds[j]);
+    let mut c = [0u32; K];
+    for (&s, &e) in rp.iter().zip(&rp[1..]) {
+        let l = e - s;
+        for j in 0..K {
+            c[j] += u32::from(l >= t[j]);
         }
     }
-    for (k, slot) in hist.iter_mut().enumerate() {
-        *slot += (h[0][k] + h[1][k] + h[2][k] + h[3][k]) as usize;
-    }
+    counts[..K].copy_from_slice(&c);
 }
 
 impl Features {
@@ -393,7 +499,7 @@ impl Features {
     /// built, so this pass reads the row pointer only.
     pub fn of<T: Scalar>(a: &Csr<T>) -> Self {
         let facts = a.column_facts();
-        let parallel = a.nrows() >= SEQUENTIAL_BELOW;
+        let parallel = crate::threads::worth_threads(a.nrows(), PARALLEL_ROWS);
         let (rp, ci) = (a.row_ptr(), a.col_idx());
         Self::of_pattern_on(a.nrows(), a.ncols(), (rp, ci, Some(facts)), parallel)
     }
@@ -401,7 +507,8 @@ impl Features {
     /// Computes the features from the CSR pattern arrays (the same values as
     /// [`Features::of`], the column indices read here).
     pub fn of_pattern(nrows: usize, ncols: usize, row_ptr: &[u32], col_idx: &[u32]) -> Self {
-        let parallel = nrows + col_idx.len().min(1 << 19) >= SEQUENTIAL_BELOW;
+        let work = nrows + col_idx.len().min(1 << 19);
+        let parallel = crate::threads::worth_threads(work, PARALLEL_PATTERN);
         Self::of_pattern_on(nrows, ncols, (row_ptr, col_idx, None), parallel)
     }
 
@@ -561,6 +668,81 @@ mod tests {
                 let (x, y) = (pass.block(b), pass.block_portable(b));
                 assert_eq!(x.values(n, n, ci.len()), y.values(n, n, ci.len()));
             }
+        }
+    }
+
+    /// A pattern of rows of the given lengths, each a run of columns from 0.
+    fn pattern_of(lens: &[usize]) -> (Vec<u32>, Vec<u32>) {
+        let (mut rp, mut ci) = (vec![0u32], Vec::new());
+        for &l in lens {
+            ci.extend(0..l as u32);
+            rp.push(ci.len() as u32);
+        }
+        (rp, ci)
+    }
+
+    #[test]
+    fn every_histogram_span_and_both_square_sums_equal_the_plain_pass() {
+        // Blocks whose shortest and longest rows lie 0 to 17 buckets apart
+        // (1 to 3 passes of bucket boundaries), and chunks whose nonzeros sit
+        // just below and at 2^16 (squares summed in 32 or 64 bits).
+        let mut cases: Vec<Vec<usize>> = Vec::new();
+        for b1 in 0..HIST_BUCKETS {
+            let top = if b1 == 0 { 0 } else { 1usize << (b1 - 1) };
+            for low in [0, 1, top] {
+                let mut lens: Vec<usize> = (0..300)
+                    .map(|r| [low, top, (low + top) / 2][r % 3])
+                    .collect();
+                lens.truncate(if top > 1000 { 3 } else { 300 });
+                cases.push(lens);
+            }
+        }
+        cases.push(vec![65_535, 0, 0]);
+        cases.push(vec![65_536, 0, 0]);
+        cases.push(vec![1; 65_535]);
+        cases.push([vec![3; 1023], vec![62_000]].concat());
+        for lens in cases {
+            let (rp, ci) = pattern_of(&lens);
+            let (n, m) = (lens.len(), lens.iter().max().copied().unwrap_or(0).max(1));
+            let want = plain(n, m, &rp, &ci);
+            let got = Features::of_pattern_on(n, m, (&rp, &ci, None), false);
+            assert_eq!(
+                got.values,
+                want,
+                "lengths {:?}...",
+                &lens[..lens.len().min(4)]
+            );
+        }
+    }
+
+    #[test]
+    fn threaded_equals_serial_on_awkward_patterns() {
+        // The empty matrix, one row, one huge row among short ones, all rows
+        // empty, and a last block of one row; with the column facts read from
+        // the pattern and given by the matrix, on the pool and on this thread.
+        let cases: Vec<Vec<usize>> = vec![
+            vec![],
+            vec![1],
+            vec![0],
+            [vec![2; 5000], vec![300_000], vec![1; 9000]].concat(),
+            vec![0; 3 * BLOCK + 7],
+            vec![3; 2 * BLOCK + 1],
+        ];
+        for lens in cases {
+            let (rp, ci) = pattern_of(&lens);
+            let (n, m) = (lens.len(), lens.iter().max().copied().unwrap_or(0).max(1));
+            let want = plain(n, m, &rp, &ci);
+            let a = Csr::try_new(n, m, rp.clone(), ci.clone(), vec![1.0f32; ci.len()]).unwrap();
+            let facts = Some(a.column_facts());
+            for (columns, parallel) in [(None, false), (None, true), (facts, false), (facts, true)]
+            {
+                let got = Features::of_pattern_on(n, m, (&rp, &ci, columns), parallel);
+                assert_eq!(
+                    got.values, want,
+                    "{n} rows, facts {columns:?}, parallel {parallel}"
+                );
+            }
+            assert_eq!(Features::of(&a).values, want);
         }
     }
 

@@ -19,8 +19,9 @@ pub mod scalar;
 pub mod spmv;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod threads;
 
-pub use binning::{Binning, RowPtr, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
+pub use binning::{BinSizes, Binning, RowPtr, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
 pub use csr::{Csr, MAX_DIM};
 pub use error::SparseError;
 pub use features::{Features, FEATURE_NAMES};

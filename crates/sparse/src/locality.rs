@@ -110,8 +110,9 @@ impl ColumnFacts {
     }
 }
 
-/// Rows plus entries from which [`scan_columns`] spreads its blocks over the
-/// thread pool.
+/// Rows plus entries from which [`scan_columns`] spreads its blocks over a
+/// pool of two threads (about 0.1 ms of work; more threads start sooner, see
+/// `crate::threads`).
 const PARALLEL_FROM: usize = 1 << 18;
 
 /// Checks every column index of a pattern whose `row_ptr` is valid, and in
@@ -130,11 +131,12 @@ pub(crate) fn scan_columns(
     let stride = sample_stride(nrows, col_idx.len());
     let nblocks = nrows.div_ceil(SAMPLE_BLOCK);
     let scan = |b: usize| scan_any_block(b, nrows, stride, row_ptr, col_idx);
-    let blocks: Vec<RowScan> = if nrows + col_idx.len() >= PARALLEL_FROM {
-        (0..nblocks).into_par_iter().map(scan).collect()
-    } else {
-        (0..nblocks).map(scan).collect()
-    };
+    let blocks: Vec<RowScan> =
+        if crate::threads::worth_threads(nrows + col_idx.len(), PARALLEL_FROM) {
+            (0..nblocks).into_par_iter().map(scan).collect()
+        } else {
+            (0..nblocks).map(scan).collect()
+        };
     let mut facts = ColumnFacts::default();
     let mut descents = 0u32;
     for (b, block) in blocks.iter().enumerate() {

@@ -317,39 +317,28 @@ mod tests {
 
     #[test]
     fn validate_refuses_bad_trees() {
-        assert!(Tree { nodes: vec![] }.validate(1, 1).is_err());
-        assert!(Tree {
-            nodes: vec![Node::Leaf { class: 3 }]
-        }
-        .validate(1, 2)
-        .is_err());
-        let cyc = Tree {
-            nodes: vec![split(0, 1.0, 0, 1), Node::Leaf { class: 0 }],
+        let leaf = || Node::Leaf { class: 0 };
+        // The nodes, the features and classes of the layout, and a piece of the error.
+        let refuses = |nodes: Vec<Node>, n_features, n_classes, part: &str| {
+            let err = Tree { nodes }.validate(n_features, n_classes).unwrap_err();
+            assert!(err.contains(part), "{err:?} lacks {part:?}");
         };
-        assert!(cyc.validate(1, 1).is_err());
-        let far = Tree {
-            nodes: vec![split(0, 1.0, 1, 7), Node::Leaf { class: 0 }],
-        };
-        assert!(far.validate(1, 1).is_err());
-        let feat = Tree {
-            nodes: vec![
-                split(5, 1.0, 1, 2),
-                Node::Leaf { class: 0 },
-                Node::Leaf { class: 0 },
-            ],
-        };
-        assert!(feat.validate(2, 1).is_err());
-        let shared = Tree {
-            nodes: vec![split(0, 1.0, 1, 1), Node::Leaf { class: 0 }],
-        };
-        assert!(shared.validate(1, 1).is_err());
-        let nan = Tree {
-            nodes: vec![
-                split(0, f64::NAN, 1, 2),
-                Node::Leaf { class: 0 },
-                Node::Leaf { class: 0 },
-            ],
-        };
-        assert!(nan.validate(1, 1).is_err());
+        refuses(vec![], 1, 1, "no nodes");
+        refuses(vec![Node::Leaf { class: 3 }], 1, 2, "class 3");
+        refuses(
+            vec![split(0, 1.0, 0, 1), leaf()],
+            1,
+            1,
+            "child 0 out of order",
+        );
+        refuses(vec![split(0, 1.0, 1, 7), leaf()], 1, 1, "child 7 out of");
+        refuses(vec![split(5, 1.0, 1, 2), leaf(), leaf()], 2, 1, "feature 5");
+        refuses(vec![split(0, 1.0, 1, 1), leaf()], 1, 1, "2 parents");
+        refuses(
+            vec![split(0, f64::NAN, 1, 2), leaf(), leaf()],
+            1,
+            1,
+            "NaN cut",
+        );
     }
 }

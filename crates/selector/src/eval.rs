@@ -5,7 +5,6 @@ use crate::labels::{argmin, class_samples, near_best, ClassSamples, StageSample}
 use crate::{fit, Model, SelectorError, Stage1Sample, Stage2Sample, ValidTrainParams, Weighting};
 use linfa::ParamGuard;
 use serde::{Deserialize, Serialize};
-use sparse::{KernelId, Scheme};
 
 /// How one stage of a model does on a set of samples.
 ///

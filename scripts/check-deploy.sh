@@ -125,35 +125,30 @@ self_test() {
   trap 'rm -rf "$tmp"' EXIT
   copy_tree "$tmp/clean"
   check "$tmp/clean" || fail "self-test: an unbroken copy of the files fails the check"
-  local missed=0
-  broken deploy/kubernetes/server.yaml 's/readinessProbe:/readinesProbe:/' \
-    "a misspelled field of a Deployment" || missed=1
-  broken deploy/kubernetes/server.yaml 's/replicas: 3/replicas: three/' \
-    "a string where Kubernetes wants an integer" || missed=1
-  broken deploy/kubernetes/trainer-workers.yaml 's/^kind: Job$/kind: Jobs/' \
-    "a kind that has no schema" || missed=1
-  broken deploy/kubernetes/server.yaml 's|nvidia.com/gpu: 1|nvidia.com/gpu: 2|' \
-    "a server pod asking for two GPUs" || missed=1
-  broken deploy/kubernetes/server.yaml 's|path: /readyz|path: /ready|' \
-    "a probe on a path the server does not route" || missed=1
-  broken deploy/kubernetes/server.yaml 's/key: id-secret/key: id_secret/' \
-    "a Secret key that the Secret lacks" || missed=1
-  broken deploy/kubernetes/trainer-workers.yaml 's/completionMode: Indexed/completionMode: NonIndexed/' \
-    "a worker Job that is not indexed" || missed=1
-  broken deploy/kubernetes/kustomization.yaml '/- postgres.yaml/d' \
-    "a manifest left out of kustomization.yaml" || missed=1
-  broken docker-compose.yml '0,/stop_grace_period:/s//stop_grace_periode:/' \
-    "an unknown key in a compose service" || missed=1
-  broken docker-compose.yml 's/^      replica-3:$/      replica-4:/' \
-    "a compose dependency on a service that does not exist" || missed=1
+  local missed=0 file expr what
+  # One case a line, tab-separated: the file, a sed expression that breaks it,
+  # and what the break is (each case reads no input: the table is stdin).
+  while IFS=$'\t' read -r file expr what; do
+    broken "$file" "$expr" "$what" </dev/null || missed=1
+  done <<'CASES'
+deploy/kubernetes/server.yaml	s/readinessProbe:/readinesProbe:/	a misspelled field of a Deployment
+deploy/kubernetes/server.yaml	s/replicas: 3/replicas: three/	a string where Kubernetes wants an integer
+deploy/kubernetes/trainer-workers.yaml	s/^kind: Job$/kind: Jobs/	a kind that has no schema
+deploy/kubernetes/server.yaml	s|nvidia.com/gpu: 1|nvidia.com/gpu: 2|	a server pod asking for two GPUs
+deploy/kubernetes/server.yaml	s|path: /readyz|path: /ready|	a probe on a path the server does not route
+deploy/kubernetes/server.yaml	s/key: id-secret/key: id_secret/	a Secret key that the Secret lacks
+deploy/kubernetes/trainer-workers.yaml	s/completionMode: Indexed/completionMode: NonIndexed/	a worker Job that is not indexed
+deploy/kubernetes/kustomization.yaml	/- postgres.yaml/d	a manifest left out of kustomization.yaml
+docker-compose.yml	0,/stop_grace_period:/s//stop_grace_periode:/	an unknown key in a compose service
+docker-compose.yml	s/^      replica-3:$/      replica-4:/	a compose dependency on a service that does not exist
+deploy/haproxy.cfg	s/server replica-3 replica-3:8080/server replica-3 replica-9:8080/	an HAProxy server that is no compose service
+CASES
   if [[ -n $haproxy_bin ]]; then
     broken deploy/haproxy.cfg 's/hash-type consistent/hash-type consistant/' \
       "an HAProxy keyword with a bad argument" || missed=1
   else
     say "self-test: SKIPPED the HAProxy syntax case (no haproxy)"
   fi
-  broken deploy/haproxy.cfg 's/server replica-3 replica-3:8080/server replica-3 replica-9:8080/' \
-    "an HAProxy server that is no compose service" || missed=1
   ((missed == 0)) || fail "self-test: a broken copy passed the check"
   say "self-test: every broken copy was caught"
 }

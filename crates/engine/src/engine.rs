@@ -405,8 +405,9 @@ impl Engine {
         self.prepare(m, &Plan::single(kernel), LaunchMode::Grouped)
     }
 
-    /// Prepares launches for some bins only (e.g. one bin and one kernel, to time
-    /// it alone). Rows outside these bins come back as 0 from [`Engine::execute`].
+    /// Prepares launches for some bins only: `&[(bin, kernel)]` with
+    /// [`LaunchMode::PerBin`] is one kernel on one bin alone, what the trainer
+    /// times. Rows outside these bins come back as 0 from [`Engine::execute`].
     pub fn prepare_bins<T: DeviceScalar>(
         &self,
         m: &DeviceMatrix<T>,
@@ -780,35 +781,6 @@ impl Engine {
             }
             Ok(())
         })
-    }
-
-    /// Times `kernel` on bin `bin` of `binning` alone (what the trainer measures).
-    #[allow(clippy::too_many_arguments)]
-    pub fn time_bin<T: DeviceScalar>(
-        &self,
-        m: &DeviceMatrix<T>,
-        binning: &Binning,
-        bin: usize,
-        kernel: KernelId,
-        x: &[T],
-        warmup: usize,
-        reps: usize,
-    ) -> Result<TimeStats> {
-        let pp = self.prepare_bins(m, binning, &[(bin, kernel)], LaunchMode::PerBin)?;
-        self.time(m, &pp, x, warmup, reps)
-    }
-
-    /// Runs `kernel` on bin `bin` alone and returns y (rows outside the bin are 0).
-    pub fn execute_bin<T: DeviceScalar>(
-        &self,
-        m: &DeviceMatrix<T>,
-        binning: &Binning,
-        bin: usize,
-        kernel: KernelId,
-        x: &[T],
-    ) -> Result<(Vec<T>, Timings)> {
-        let pp = self.prepare_bins(m, binning, &[(bin, kernel)], LaunchMode::PerBin)?;
-        self.execute(m, &pp, x)
     }
 
     /// Convenience: y = A x with one kernel on the whole matrix.

@@ -359,13 +359,16 @@ fn one_bin_alone_computes_its_rows_and_zeros_elsewhere() {
             KernelId::MergePath,
             KernelId::MergeTile,
         ] {
-            let (y, _) = e.execute_bin(&m, &binning, b, k, &x).unwrap();
+            let alone = e
+                .prepare_bins(&m, &binning, &[(b, k)], LaunchMode::PerBin)
+                .unwrap();
+            let (y, _) = e.execute(&m, &alone, &x).unwrap();
             let mut want = vec![0.0; a.nrows()];
             for &r in &rows {
                 want[r as usize] = y_ref[r as usize];
             }
             assert!(compare(&a, &x, &y, &want).ok(), "bin {b} kernel {k}");
-            let st = e.time_bin(&m, &binning, b, k, &x, 1, 3).unwrap();
+            let st = e.time(&m, &alone, &x, 1, 3).unwrap();
             assert_eq!(st.reps, 3);
             assert!(st.median_ms >= 0.0 && st.min_ms <= st.max_ms);
         }
@@ -529,9 +532,15 @@ fn check_merge_tile<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>) -> (Vec
     );
     let binning = Binning::new(a.row_ptr(), Scheme::Granularity(10));
     for b in binning.nonempty_bins().take(4) {
-        let (y, _) = e
-            .execute_bin(&m, &binning, b, KernelId::MergeTile, &x)
+        let alone = e
+            .prepare_bins(
+                &m,
+                &binning,
+                &[(b, KernelId::MergeTile)],
+                LaunchMode::PerBin,
+            )
             .unwrap();
+        let (y, _) = e.execute(&m, &alone, &x).unwrap();
         let mut want = vec![T::from_f64(0.0); a.nrows()];
         for r in binning.expand(b) {
             want[r as usize] = y_ref[r as usize];

@@ -1,11 +1,10 @@
 //! Evaluating a model on labelled samples by the time its choices cost, not only
 //! by label accuracy, and comparing the weighting variants that way.
 
-use crate::labels::{argmin, near_best, stage1_samples, stage2_samples, ClassSamples};
+use crate::labels::{argmin, class_samples, near_best, ClassSamples, StageSample};
 use crate::{fit, Model, SelectorError, Stage1Sample, Stage2Sample, ValidTrainParams, Weighting};
 use linfa::ParamGuard;
 use serde::{Deserialize, Serialize};
-use sparse::{KernelId, Scheme};
 
 /// How one stage of a model does on a set of samples.
 ///
@@ -109,14 +108,7 @@ pub fn evaluate_stage1(
     model: &Model,
     samples: &[Stage1Sample],
 ) -> Result<StageMetrics, SelectorError> {
-    let classes: Vec<Scheme> = union_with(
-        &model.card.schemes,
-        samples
-            .iter()
-            .flat_map(|s| s.scheme_times.iter().map(|(c, _)| *c)),
-    );
-    let s = stage1_samples(samples, &classes);
-    evaluate(&s, tolerance(model), |x| model.scheme_class(x))
+    evaluate_stage(model, &model.card.schemes, samples, Model::scheme_class)
 }
 
 /// Stage 2 on `samples`: the model's kernel against each bin's kernel times.
@@ -124,14 +116,24 @@ pub fn evaluate_stage2(
     model: &Model,
     samples: &[Stage2Sample],
 ) -> Result<StageMetrics, SelectorError> {
-    let classes: Vec<KernelId> = union_with(
-        &model.card.kernels,
-        samples
-            .iter()
-            .flat_map(|s| s.kernel_times.iter().map(|(c, _)| *c)),
-    );
-    let s = stage2_samples(samples, &classes);
-    evaluate(&s, tolerance(model), |x| model.kernel_class(x))
+    evaluate_stage(model, &model.card.kernels, samples, Model::kernel_class)
+}
+
+/// One stage on `samples`: the model's class (`class_of` the model and a
+/// feature vector) against each sample's times, the classes being the model's
+/// (`known`, in its order) and any others the samples name.
+fn evaluate_stage<S: StageSample>(
+    model: &Model,
+    known: &[S::Class],
+    samples: &[S],
+    class_of: fn(&Model, &[f64]) -> usize,
+) -> Result<StageMetrics, SelectorError> {
+    let seen = samples
+        .iter()
+        .flat_map(|s| s.times().iter().map(|(c, _)| *c));
+    let classes = union_with(known, seen);
+    let s = class_samples(samples, &classes);
+    evaluate(&s, tolerance(model), |x| class_of(model, x))
 }
 
 /// Both stages' metrics on one sample set.

@@ -24,8 +24,7 @@
 //! are merged.
 
 use crate::labels::{
-    make_labels, stage1_classes, stage1_samples, stage2_classes, stage2_samples, ClassSamples,
-    LabelSet,
+    class_samples, make_labels, stage1_classes, stage2_classes, ClassSamples, LabelSet,
 };
 use crate::model::{today_utc, FeatureOrder, ModelCard, MODEL_FORMAT_VERSION};
 use crate::split::SplitSearch;
@@ -212,7 +211,7 @@ pub fn fit_extended(
     }
     let schemes = stage1_classes(stage1, crate::STAGE1_FEATURES.len() + extra.len())?;
     let kernels = stage2_classes(stage2, crate::STAGE2_LEN + extra.len())?;
-    let s1 = stage1_samples(stage1, &schemes);
+    let s1 = class_samples(stage1, &schemes);
     let fit1 = fit_stage(&s1, schemes.len(), params)?;
 
     let used2: Vec<Stage2Sample>;
@@ -226,7 +225,7 @@ pub fn fit_extended(
         }
         _ => stage2,
     };
-    let s2 = stage2_samples(stage2_used, &kernels);
+    let s2 = class_samples(stage2_used, &kernels);
     let fit2 = fit_stage(&s2, kernels.len(), params)?;
 
     let labels = json!({

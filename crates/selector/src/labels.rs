@@ -81,6 +81,54 @@ impl Stage2Sample {
     }
 }
 
+/// What the samples of both stages share, for the code that fits and judges
+/// the two stages alike: a matrix, a feature vector, and times (with their CIs)
+/// by class.
+pub(crate) trait StageSample {
+    /// A scheme (stage 1) or a kernel (stage 2).
+    type Class: Copy + PartialEq;
+    /// The matrix's name.
+    fn matrix(&self) -> &str;
+    /// The stage's feature vector.
+    fn x(&self) -> &[f64];
+    /// `(class, milliseconds)` of each timed class.
+    fn times(&self) -> &[(Self::Class, f64)];
+    /// `(class, relative 95% CI half-width)` where measured.
+    fn ci(&self) -> &[(Self::Class, f64)];
+}
+
+impl StageSample for Stage1Sample {
+    type Class = Scheme;
+    fn matrix(&self) -> &str {
+        &self.matrix
+    }
+    fn x(&self) -> &[f64] {
+        &self.features
+    }
+    fn times(&self) -> &[(Scheme, f64)] {
+        &self.scheme_times
+    }
+    fn ci(&self) -> &[(Scheme, f64)] {
+        &self.scheme_ci
+    }
+}
+
+impl StageSample for Stage2Sample {
+    type Class = KernelId;
+    fn matrix(&self) -> &str {
+        &self.matrix
+    }
+    fn x(&self) -> &[f64] {
+        &self.x
+    }
+    fn times(&self) -> &[(KernelId, f64)] {
+        &self.kernel_times
+    }
+    fn ci(&self) -> &[(KernelId, f64)] {
+        &self.kernel_ci
+    }
+}
+
 /// Samples of either stage reduced to class indices: what fitting and evaluation work on.
 #[derive(Debug, Clone)]
 pub(crate) struct ClassSamples {
@@ -180,32 +228,18 @@ pub(crate) fn stage2_classes(
     Ok(classes)
 }
 
-pub(crate) fn stage1_samples(samples: &[Stage1Sample], classes: &[Scheme]) -> ClassSamples {
+/// The samples of either stage by class index.
+pub(crate) fn class_samples<S: StageSample>(samples: &[S], classes: &[S::Class]) -> ClassSamples {
     ClassSamples {
-        matrices: samples.iter().map(|s| s.matrix.clone()).collect(),
-        x: samples.iter().map(|s| s.features.clone()).collect(),
+        matrices: samples.iter().map(|s| s.matrix().to_string()).collect(),
+        x: samples.iter().map(|s| s.x().to_vec()).collect(),
         times: samples
             .iter()
-            .map(|s| to_classes(&s.scheme_times, classes))
+            .map(|s| to_classes(s.times(), classes))
             .collect(),
         ci: samples
             .iter()
-            .map(|s| ci_classes(&s.scheme_ci, classes))
-            .collect(),
-    }
-}
-
-pub(crate) fn stage2_samples(samples: &[Stage2Sample], classes: &[KernelId]) -> ClassSamples {
-    ClassSamples {
-        matrices: samples.iter().map(|s| s.matrix.clone()).collect(),
-        x: samples.iter().map(|s| s.x.clone()).collect(),
-        times: samples
-            .iter()
-            .map(|s| to_classes(&s.kernel_times, classes))
-            .collect(),
-        ci: samples
-            .iter()
-            .map(|s| ci_classes(&s.kernel_ci, classes))
+            .map(|s| ci_classes(s.ci(), classes))
             .collect(),
     }
 }

@@ -3,7 +3,7 @@
 //! deterministic: rows are ordered by (value, row index), and among equally good
 //! splits the lowest feature and then the lowest cut wins.
 
-use crate::tree::{check_feature, Links};
+use crate::tree::{check_nodes, walk_nodes, FlatNode};
 use serde::{Deserialize, Serialize};
 
 /// One node of a regression tree. Decisions: go left when `value < cut`.
@@ -19,6 +19,20 @@ pub(crate) enum RegNode {
     /// A leaf: the mean target of its training rows (rounded to `f32`, which is
     /// far finer than timer noise and keeps files small) and how many there were.
     Leaf { value: f64, n: usize },
+}
+
+impl FlatNode for RegNode {
+    fn split(&self) -> Option<(usize, f64, [usize; 2])> {
+        match *self {
+            RegNode::Split {
+                feature,
+                cut,
+                left,
+                right,
+            } => Some((feature, cut, [left, right])),
+            RegNode::Leaf { .. } => None,
+        }
+    }
 }
 
 /// A regression tree: `nodes[0]` is the root, children come after their parent.
@@ -126,54 +140,24 @@ impl RegTree {
 
     /// The prediction for `x`; a missing or NaN feature goes right.
     pub fn predict(&self, x: &[f64]) -> f64 {
-        let mut i = 0;
-        for _ in 0..=self.nodes.len() {
-            match self.nodes.get(i) {
-                Some(RegNode::Split {
-                    feature,
-                    cut,
-                    left,
-                    right,
-                }) => {
-                    let v = x.get(*feature).copied().unwrap_or(f64::NAN);
-                    i = if v < *cut { *left } else { *right };
-                }
-                Some(RegNode::Leaf { value, .. }) => return *value,
-                None => break,
-            }
+        match walk_nodes(&self.nodes, x, |_, _| {}) {
+            Some(RegNode::Leaf { value, .. }) => *value,
+            _ => f64::NAN,
         }
-        f64::NAN
     }
 
     /// Checks indices and values: features below `n_features`, finite cuts and
     /// leaf values, children after their parent, every node reached once.
     pub fn validate(&self, n_features: usize) -> Result<(), String> {
-        if self.nodes.is_empty() {
-            return Err("a regression tree has no nodes".into());
-        }
-        let mut links = Links::new(self.nodes.len());
-        for (i, n) in self.nodes.iter().enumerate() {
-            match n {
-                RegNode::Split {
-                    feature,
-                    cut,
-                    left,
-                    right,
-                } => {
-                    check_feature(i, *feature, n_features)?;
-                    if !cut.is_finite() {
-                        return Err(format!("node {i} has cut {cut}"));
-                    }
-                    links.add(i, [*left, *right])?;
-                }
-                RegNode::Leaf { value, .. } => {
-                    if !value.is_finite() {
-                        return Err(format!("leaf {i} predicts {value}"));
-                    }
-                }
+        check_nodes(&self.nodes, "regression tree", n_features, |i, n| match n {
+            RegNode::Split { cut, .. } if !cut.is_finite() => {
+                Err(format!("node {i} has cut {cut}"))
             }
-        }
-        links.finish()
+            RegNode::Leaf { value, .. } if !value.is_finite() => {
+                Err(format!("leaf {i} predicts {value}"))
+            }
+            _ => Ok(()),
+        })
     }
 
     /// Number of leaves.

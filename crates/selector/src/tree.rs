@@ -47,66 +47,38 @@ impl Tree {
     /// A missing feature reads as NaN, which goes right. Never panics on a validated tree.
     pub fn walk(&self, tx: &[f64]) -> (usize, Vec<Hop>) {
         let mut path = Vec::new();
-        let mut i = 0;
-        // A validated tree has children after parents, so this ends; the bound is a guard.
-        for _ in 0..=self.nodes.len() {
-            match self.nodes.get(i) {
-                Some(Node::Split {
+        let leaf = walk_nodes(&self.nodes, tx, |n, left| {
+            if let Node::Split {
+                feature,
+                cut,
+                threshold,
+                ..
+            } = *n
+            {
+                path.push(Hop {
                     feature,
                     cut,
                     threshold,
                     left,
-                    right,
-                }) => {
-                    let v = tx.get(*feature).copied().unwrap_or(f64::NAN);
-                    let go_left = v < *cut;
-                    path.push(Hop {
-                        feature: *feature,
-                        cut: *cut,
-                        threshold: *threshold,
-                        left: go_left,
-                    });
-                    i = if go_left { *left } else { *right };
-                }
-                Some(Node::Leaf { class }) => return (*class, path),
-                None => break,
+                });
             }
+        });
+        match leaf {
+            Some(Node::Leaf { class }) => (*class, path),
+            _ => (0, path),
         }
-        (0, path)
     }
 
     /// Checks every index: features below `n_features`, classes below `n_classes`,
     /// children after their parent and inside the list, every node reached once.
     pub fn validate(&self, n_features: usize, n_classes: usize) -> Result<(), String> {
-        if self.nodes.is_empty() {
-            return Err("a tree has no nodes".into());
-        }
-        let mut links = Links::new(self.nodes.len());
-        for (i, n) in self.nodes.iter().enumerate() {
-            match n {
-                Node::Split {
-                    feature,
-                    cut,
-                    left,
-                    right,
-                    ..
-                } => {
-                    check_feature(i, *feature, n_features)?;
-                    if cut.is_nan() {
-                        return Err(format!("node {i} has a NaN cut"));
-                    }
-                    links.add(i, [*left, *right])?;
-                }
-                Node::Leaf { class } => {
-                    if *class >= n_classes {
-                        return Err(format!(
-                            "leaf {i} predicts class {class}, the model has {n_classes} classes"
-                        ));
-                    }
-                }
-            }
-        }
-        links.finish()
+        check_nodes(&self.nodes, "tree", n_features, |i, n| match n {
+            Node::Split { cut, .. } if cut.is_nan() => Err(format!("node {i} has a NaN cut")),
+            Node::Leaf { class } if *class >= n_classes => Err(format!(
+                "leaf {i} predicts class {class}, the model has {n_classes} classes"
+            )),
+            _ => Ok(()),
+        })
     }
 
     /// Replaces every split whose subtrees all predict one class by a leaf, and
@@ -179,22 +151,94 @@ impl Tree {
     }
 }
 
-/// The links of a tree stored as a node list (shared by the classification and
-/// regression trees' checks): each child after its parent and inside the list,
-/// every node but the root reached exactly once.
-pub(crate) struct Links {
+/// A node of a tree stored as a flat list in pre-order, classification or
+/// regression: what walking and checking the list need of it.
+pub(crate) trait FlatNode {
+    /// A split's feature, cut (go left when `value < cut`) and children;
+    /// `None` for a leaf.
+    fn split(&self) -> Option<(usize, f64, [usize; 2])>;
+}
+
+impl FlatNode for Node {
+    fn split(&self) -> Option<(usize, f64, [usize; 2])> {
+        match *self {
+            Node::Split {
+                feature,
+                cut,
+                left,
+                right,
+                ..
+            } => Some((feature, cut, [left, right])),
+            Node::Leaf { .. } => None,
+        }
+    }
+}
+
+/// Walks `nodes` from the root for `x` (a missing or NaN feature goes right),
+/// telling `hop` each split passed and whether it went left; returns the leaf
+/// reached. Never panics: on a list that is not a valid tree it may return
+/// `None` (a child out of range, or a cycle, cut short by the bound).
+pub(crate) fn walk_nodes<'a, N: FlatNode>(
+    nodes: &'a [N],
+    x: &[f64],
+    mut hop: impl FnMut(&'a N, bool),
+) -> Option<&'a N> {
+    let mut i = 0;
+    // A validated tree has children after parents, so this ends; the bound is a guard.
+    for _ in 0..=nodes.len() {
+        let n = nodes.get(i)?;
+        let Some((feature, cut, [left, right])) = n.split() else {
+            return Some(n);
+        };
+        let go_left = x.get(feature).copied().unwrap_or(f64::NAN) < cut;
+        hop(n, go_left);
+        i = if go_left { left } else { right };
+    }
+    None
+}
+
+/// Checks a node list (`what` names the tree in the error): not empty, split
+/// features below `n_features`, children after their parent and inside the list,
+/// every node reached once; `values` checks each node's own values (a cut, what
+/// a leaf predicts).
+pub(crate) fn check_nodes<N: FlatNode>(
+    nodes: &[N],
+    what: &str,
+    n_features: usize,
+    values: impl Fn(usize, &N) -> Result<(), String>,
+) -> Result<(), String> {
+    if nodes.is_empty() {
+        return Err(format!("a {what} has no nodes"));
+    }
+    let mut links = Links::new(nodes.len());
+    for (i, n) in nodes.iter().enumerate() {
+        match n.split() {
+            Some((feature, _, children)) => {
+                check_feature(i, feature, n_features)?;
+                values(i, n)?;
+                links.add(i, children)?;
+            }
+            None => values(i, n)?,
+        }
+    }
+    links.finish()
+}
+
+/// The links of a tree stored as a node list: each child after its parent and
+/// inside the list, every node but the root reached exactly once.
+struct Links {
     parents: Vec<usize>,
 }
 
 impl Links {
-    pub(crate) fn new(len: usize) -> Links {
+    fn new(len: usize) -> Links {
         Links {
             parents: vec![0; len],
         }
     }
 
     /// Records the children of split node `i`.
-    pub(crate) fn add(&mut self, i: usize, children: [usize; 2]) -> Result<(), String> {
+    fn add(&mut self, i: usize, children: [usize; 2]) -> Result<(), String> {
         for c in children {
             if c <= i || c >= self.parents.len() {
                 return Err(format!("node {i} has child {c} out of order or range"));
@@ -205,7 +249,7 @@ impl Links {
     }
 
     /// Checks that every node but the root has exactly one parent.
-    pub(crate) fn finish(self) -> Result<(), String> {
+    fn finish(self) -> Result<(), String> {
         match (1..self.parents.len()).find(|&i| self.parents[i] != 1) {
             Some(i) => Err(format!(
                 "node {i} has {} parents, 1 expected",
@@ -217,7 +261,7 @@ impl Links {
 }
 
 /// A split's feature index against the layout's length.
-pub(crate) fn check_feature(i: usize, feature: usize, n_features: usize) -> Result<(), String> {
+fn check_feature(i: usize, feature: usize, n_features: usize) -> Result<(), String> {
     if feature >= n_features {
         return Err(format!(
             "node {i} splits on feature {feature}, the layout has {n_features}"
@@ -273,39 +317,28 @@ mod tests {
 
     #[test]
     fn validate_refuses_bad_trees() {
-        assert!(Tree { nodes: vec![] }.validate(1, 1).is_err());
-        assert!(Tree {
-            nodes: vec![Node::Leaf { class: 3 }]
-        }
-        .validate(1, 2)
-        .is_err());
-        let cyc = Tree {
-            nodes: vec![split(0, 1.0, 0, 1), Node::Leaf { class: 0 }],
+        let leaf = || Node::Leaf { class: 0 };
+        // The nodes, the features and classes of the layout, and a piece of the error.
+        let refuses = |nodes: Vec<Node>, n_features, n_classes, part: &str| {
+            let err = Tree { nodes }.validate(n_features, n_classes).unwrap_err();
+            assert!(err.contains(part), "{err:?} lacks {part:?}");
         };
-        assert!(cyc.validate(1, 1).is_err());
-        let far = Tree {
-            nodes: vec![split(0, 1.0, 1, 7), Node::Leaf { class: 0 }],
-        };
-        assert!(far.validate(1, 1).is_err());
-        let feat = Tree {
-            nodes: vec![
-                split(5, 1.0, 1, 2),
-                Node::Leaf { class: 0 },
-                Node::Leaf { class: 0 },
-            ],
-        };
-        assert!(feat.validate(2, 1).is_err());
-        let shared = Tree {
-            nodes: vec![split(0, 1.0, 1, 1), Node::Leaf { class: 0 }],
-        };
-        assert!(shared.validate(1, 1).is_err());
-        let nan = Tree {
-            nodes: vec![
-                split(0, f64::NAN, 1, 2),
-                Node::Leaf { class: 0 },
-                Node::Leaf { class: 0 },
-            ],
-        };
-        assert!(nan.validate(1, 1).is_err());
+        refuses(vec![], 1, 1, "no nodes");
+        refuses(vec![Node::Leaf { class: 3 }], 1, 2, "class 3");
+        refuses(
+            vec![split(0, 1.0, 0, 1), leaf()],
+            1,
+            1,
+            "child 0 out of order",
+        );
+        refuses(vec![split(0, 1.0, 1, 7), leaf()], 1, 1, "child 7 out of");
+        refuses(vec![split(5, 1.0, 1, 2), leaf(), leaf()], 2, 1, "feature 5");
+        refuses(vec![split(0, 1.0, 1, 1), leaf()], 1, 1, "2 parents");
+        refuses(
+            vec![split(0, f64::NAN, 1, 2), leaf(), leaf()],
+            1,
+            1,
+            "NaN cut",
+        );
     }
 }

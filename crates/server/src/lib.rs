@@ -41,6 +41,7 @@ pub use error::ApiError;
 pub use planner::Planner;
 pub use state::{AppState, DeviceState};
 
+use axum::middleware::from_fn_with_state;
 use axum::Router;
 use std::time::Duration;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -70,14 +71,8 @@ pub fn routes_documented() -> OpenApiRouter<AppState> {
 pub fn app(state: AppState) -> Router {
     let (router, _) = routes_documented().split_for_parts();
     router
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            routes::track,
-        ))
+        .route_layer(from_fn_with_state(state.clone(), auth::authenticate))
+        .route_layer(from_fn_with_state(state.clone(), routes::track))
         .method_not_allowed_fallback(routes::wrong_method)
         .fallback(routes::no_route)
         // Bodies are read by the handlers with the configured limit (a JSON 413),
@@ -87,14 +82,8 @@ pub fn app(state: AppState) -> Router {
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(
             state.config().body_timeout_s.max(1),
         )))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            layers::deadline,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            layers::shed,
-        ))
+        .layer(from_fn_with_state(state.clone(), layers::deadline))
+        .layer(from_fn_with_state(state.clone(), layers::shed))
         .layer(CatchPanicLayer::custom(layers::panic_response))
         .layer(layers::cors(&state.config().cors_origins))
         .with_state(state)

@@ -286,21 +286,14 @@ mod tests {
             cache_bytes: 42,
             ..Default::default()
         });
-        assert!(
-            t.contains(
-                "spmv_http_requests_total{route=\"/spmv\",method=\"POST\",status=\"200\"} 2"
-            ),
-            "{t}"
-        );
-        assert!(
-            t.contains("spmv_http_request_duration_seconds_count{route=\"/spmv\"} 3"),
-            "{t}"
-        );
-        assert!(
-            t.contains("spmv_http_request_duration_seconds_bucket{le=\"+Inf\",route=\"/spmv\"} 3"),
-            "{t}"
-        );
-        assert!(t.contains("spmv_cache_bytes 42"), "{t}");
+        for line in [
+            "spmv_http_requests_total{route=\"/spmv\",method=\"POST\",status=\"200\"} 2",
+            "spmv_http_request_duration_seconds_count{route=\"/spmv\"} 3",
+            "spmv_http_request_duration_seconds_bucket{le=\"+Inf\",route=\"/spmv\"} 3",
+            "spmv_cache_bytes 42",
+        ] {
+            assert!(t.contains(line), "{line:?} missing from {t}");
+        }
         assert!(t.ends_with("# EOF\n"), "{t}");
     }
 }

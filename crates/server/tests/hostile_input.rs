@@ -21,20 +21,25 @@ fn gz(bytes: &[u8]) -> Vec<u8> {
 /// The 100-byte body of the report: 50 million rows, one entry.
 const TINY_HUGE: &str = "%%MatrixMarket matrix coordinate real general\n50000000 1 1\n1 1 1.0\n";
 
-async fn expect(
-    app: &axum::Router,
-    name: &str,
-    req: Request<Body>,
-    status: u16,
-    code: &str,
-    msg: &str,
-) {
-    let r = send(app, req).await;
-    let body = String::from_utf8_lossy(&r.body).to_string();
-    assert_eq!(r.status.as_u16(), status, "{name}: {body}");
-    let (c, m) = r.error();
-    assert_eq!(c, code, "{name}: {body}");
-    assert!(m.contains(msg), "{name}: message {m:?} lacks {msg:?}");
+/// The answer a hostile request must get: the status, the error code and a
+/// piece of the message.
+type Refusal<'a> = (u16, &'a str, &'a str);
+
+/// The refusal of a body, or of what it declares, over a limit.
+fn too_large(msg: &str) -> Refusal<'_> {
+    (413, "too_large", msg)
+}
+
+/// Sends each request (named for the failure message) and checks its refusal.
+async fn refuses(app: &axum::Router, cases: Vec<(&str, Request<Body>, Refusal<'_>)>) {
+    for (name, req, (status, code, msg)) in cases {
+        let r = send(app, req).await;
+        let body = String::from_utf8_lossy(&r.body).to_string();
+        assert_eq!(r.status.as_u16(), status, "{name}: {body}");
+        let (c, m) = r.error();
+        assert_eq!(c, code, "{name}: {body}");
+        assert!(m.contains(msg), "{name}: message {m:?} lacks {msg:?}");
+    }
 }
 
 fn multipart(parts: &[(&str, &[u8])]) -> Request<Body> {
@@ -60,44 +65,32 @@ async fn gzip_is_decoded_once_and_capped() {
     let inner = gz(&vec![b' '; 64 << 20]);
     let nested = gz(&inner);
     assert!(nested.len() < 8 << 10, "{}", nested.len());
-    for (name, req) in [
+    let nested_gzip = (415, "nested_gzip", "only one layer of gzip");
+    let encoded = Request::post("/matrices")
+        .header("content-type", "text/plain")
+        .header("content-encoding", "gzip")
+        .body(Body::from(nested.clone()))
+        .unwrap();
+    let cases = vec![
         (
             "nested gzip",
             post("/predict", "text/plain", nested.clone()),
+            nested_gzip,
         ),
-        (
-            "nested gzip with Content-Encoding",
-            Request::post("/matrices")
-                .header("content-type", "text/plain")
-                .header("content-encoding", "gzip")
-                .body(Body::from(nested.clone()))
-                .unwrap(),
-        ),
+        ("nested gzip with Content-Encoding", encoded, nested_gzip),
         (
             "nested gzip as a multipart part",
             multipart(&[("matrix", &nested), ("x", b"[1]")]),
+            nested_gzip,
         ),
-    ] {
-        expect(
-            &app,
-            name,
-            req,
-            415,
-            "nested_gzip",
-            "only one layer of gzip",
-        )
-        .await;
-    }
-    // One layer past the cap: 413, having decoded at most the cap.
-    expect(
-        &app,
-        "gzip bomb",
-        post("/predict", "text/plain", inner),
-        413,
-        "too_large",
-        "decompressed body bytes is 1000001, over the limit of 1000000",
-    )
-    .await;
+        // One layer past the cap: 413, having decoded at most the cap.
+        (
+            "gzip bomb",
+            post("/predict", "text/plain", inner),
+            too_large("decompressed body bytes is 1000001, over the limit of 1000000"),
+        ),
+    ];
+    refuses(&app, cases).await;
 }
 
 #[tokio::test]
@@ -131,24 +124,11 @@ async fn whitespace_in_the_header_does_not_slip_past_the_limits() {
         ),
     ];
     for (name, text, msg) in cases {
-        expect(
-            &app,
-            name,
-            post("/predict", "text/plain", text),
-            413,
-            "too_large",
-            msg,
-        )
-        .await;
-        expect(
-            &app,
-            name,
-            post("/matrices", "text/plain", text),
-            413,
-            "too_large",
-            msg,
-        )
-        .await;
+        let each_route = ["/predict", "/matrices"].map(|route| {
+            let req = post(route, "text/plain", text);
+            (name, req, too_large(msg))
+        });
+        refuses(&app, each_route.into()).await;
     }
 }
 
@@ -159,95 +139,60 @@ async fn a_tiny_body_cannot_declare_fifty_million_rows() {
     let (app, _) = test_app(&["--no-device"]).await;
     assert!(TINY_HUGE.len() <= 100, "{}", TINY_HUGE.len());
     let msg = "rows + cols = 50000001 is more than a 67-byte text may declare";
-    expect(
-        &app,
-        "/predict",
-        post("/predict", "text/plain", TINY_HUGE),
-        413,
-        "too_large",
-        msg,
-    )
-    .await;
-    expect(
-        &app,
-        "/matrices",
-        post("/matrices", "text/plain", TINY_HUGE),
-        413,
-        "too_large",
-        msg,
-    )
-    .await;
-    expect(
-        &app,
-        "inline /spmv (JSON)",
-        post_json("/spmv", json!({"matrix": TINY_HUGE, "x": [1.0]})),
-        413,
-        "too_large",
-        msg,
-    )
-    .await;
-    expect(
-        &app,
-        "inline /spmv (multipart)",
-        multipart(&[("matrix", TINY_HUGE.as_bytes()), ("x", b"[1.0]")]),
-        413,
-        "too_large",
-        msg,
-    )
-    .await;
+    // The same refusal on every route that reads a matrix.
+    let mut cases: Vec<_> = [
+        ("/predict", post("/predict", "text/plain", TINY_HUGE)),
+        ("/matrices", post("/matrices", "text/plain", TINY_HUGE)),
+        (
+            "inline /spmv (JSON)",
+            post_json("/spmv", json!({"matrix": TINY_HUGE, "x": [1.0]})),
+        ),
+        (
+            "inline /spmv (multipart)",
+            multipart(&[("matrix", TINY_HUGE.as_bytes()), ("x", b"[1.0]")]),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, req)| (name, req, too_large(msg)))
+    .collect();
     // Huge entry counts in a few bytes.
     let many = "%%MatrixMarket matrix coordinate real general\n10 10 40000000\n1 1 1.0\n";
-    expect(
-        &app,
+    let refusal = too_large("40000000 entries are declared");
+    cases.push((
         "40M entries in 70 bytes",
         post("/predict", "text/plain", many),
-        413,
-        "too_large",
-        "40000000 entries are declared",
-    )
-    .await;
+        refusal,
+    ));
+    refuses(&app, cases).await;
 }
 
 #[tokio::test]
 async fn oversized_json_and_multipart_parts_are_refused() {
     let (app, _) = test_app(&["--no-device", "--max-body-bytes", "100000"]).await;
     let big = json!({"nrows": 1, "ncols": 1, "row_ptr": [0, 1], "col_idx": [0], "values": vec![1.0; 30000]});
-    expect(
-        &app,
-        "JSON over the body limit",
-        post("/predict", "application/json", big.to_string()),
-        413,
-        "too_large",
-        "request body bytes",
-    )
-    .await;
-    expect(
-        &app,
-        "multipart over the body limit",
-        multipart(&[("matrix", &vec![b'%'; 200_000]), ("x", b"[1]")]),
-        413,
-        "too_large",
-        "request body bytes is 100001, over the limit of 100000",
-    )
-    .await;
-    expect(
-        &app,
-        "oversized small part",
-        multipart(&[("precision", &vec![b'f'; 1000])]),
-        413,
-        "too_large",
-        "multipart part 'precision' bytes",
-    )
-    .await;
-    expect(
-        &app,
-        "unknown part, refused by name",
-        multipart(&[("evil", &vec![b'x'; 50_000])]),
-        400,
-        "bad_request",
-        "unknown multipart part 'evil'",
-    )
-    .await;
+    let cases = vec![
+        (
+            "JSON over the body limit",
+            post("/predict", "application/json", big.to_string()),
+            too_large("request body bytes"),
+        ),
+        (
+            "multipart over the body limit",
+            multipart(&[("matrix", &vec![b'%'; 200_000]), ("x", b"[1]")]),
+            too_large("request body bytes is 100001, over the limit of 100000"),
+        ),
+        (
+            "oversized small part",
+            multipart(&[("precision", &vec![b'f'; 1000])]),
+            too_large("multipart part 'precision' bytes"),
+        ),
+        (
+            "unknown part, refused by name",
+            multipart(&[("evil", &vec![b'x'; 50_000])]),
+            (400, "bad_request", "unknown multipart part 'evil'"),
+        ),
+    ];
+    refuses(&app, cases).await;
 }
 
 #[tokio::test]
@@ -266,15 +211,9 @@ async fn the_memory_budget_refuses_or_queues_large_requests() {
     let a = random_matrix(2000, 2000, 7);
     let body = csr_json(&a).to_string();
     assert!(body.len() > 500_000, "{}", body.len());
-    expect(
-        &app,
-        "over the whole budget",
-        post("/predict", "application/json", body),
-        413,
-        "too_large",
-        "estimated memory of the request",
-    )
-    .await;
+    let over = post("/predict", "application/json", body);
+    let refusal = too_large("estimated memory of the request");
+    refuses(&app, vec![("over the whole budget", over, refusal)]).await;
     // While other requests hold the whole budget: 503 with Retry-After,
     // and the same request succeeds once it is released.
     let small = "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 2 2\n";
@@ -308,28 +247,23 @@ async fn results_json_cannot_carry_are_422_naming_the_row() {
                      "values": [1.0, 1e300, 1e308, -1e308]});
     let mut body = csr.clone();
     body["x"] = json!([1e10, 10.0]);
-    expect(
-        &app,
-        "overflow",
-        post("/spmv", "application/json", body.to_string()),
-        422,
-        "non_finite_result",
-        "y[1] = inf",
-    )
-    .await;
     let mut nan = json!({"nrows": 1, "ncols": 2, "row_ptr": [0, 2], "col_idx": [0, 1], "values": [1e308, -1e308]});
     nan["x"] = json!([10.0, 10.0]);
-    // inf - inf is NaN when a kernel adds partial sums, inf when it folds the
-    // products with fused multiply-adds: either way row 0 is not finite.
-    expect(
-        &app,
-        "NaN",
-        post("/spmv", "application/json", nan.to_string()),
-        422,
-        "non_finite_result",
-        "y[0] = ",
-    )
-    .await;
+    let cases = vec![
+        (
+            "overflow",
+            post("/spmv", "application/json", body.to_string()),
+            (422, "non_finite_result", "y[1] = inf"),
+        ),
+        // inf - inf is NaN when a kernel adds partial sums, inf when it folds the
+        // products with fused multiply-adds: either way row 0 is not finite.
+        (
+            "NaN",
+            post("/spmv", "application/json", nan.to_string()),
+            (422, "non_finite_result", "y[0] = "),
+        ),
+    ];
+    refuses(&app, cases).await;
     // The binary format carries them.
     let req = Request::post("/spmv")
         .header("content-type", "application/json")

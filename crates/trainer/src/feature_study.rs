@@ -146,60 +146,64 @@ fn fit(train: &[&Matrix], p: &selector::ValidTrainParams, extra: &[&str]) -> Res
     Ok(selector::fit_extended(&s1, &s2, p, extra)?)
 }
 
-/// The trainer's parameter search (every tie tolerance, depth, leaf weight and
-/// weighting, judged on a validation quarter of `train`), or with `full` false
-/// only the default parameters; then the fit of all of `train` with the best.
-fn search_and_fit(
-    train: &[&Matrix],
+/// One arm of one seed: the extra features it adds (none for the shipped
+/// arm), the split seed, and whether the whole parameter grid is searched.
+struct Arm<'a> {
+    extra: &'a [&'a str],
     seed: u64,
-    extra: &[&str],
     full: bool,
-) -> Result<(Model, f64)> {
-    let extended = !extra.is_empty();
-    let (fit_part, valid) =
-        crate::split::validation_part(train, |m| m.l.labels.features.values[2] as usize, seed);
-    let grid = if full {
-        pipeline::param_grid(seed)?
-    } else {
-        vec![TrainParams::new().seed(seed).check()?]
-    };
-    let mut best: Option<(selector::ValidTrainParams, f64)> = None;
-    for p in &grid {
-        let model = fit(&fit_part, p, extra)?;
-        let s = score(&model, &valid, extended).0;
-        if best.as_ref().is_none_or(|(_, b)| s > *b + 1e-12) {
-            best = Some((*p, s));
-        }
-    }
-    let (p, s) = best.expect("a parameter set");
-    Ok((fit(train, &p, extra)?, s))
 }
 
-/// One arm of one seed: fit, then score on `test`.
-fn arm(
-    train: &[&Matrix],
-    test: &[&Matrix],
-    seed: u64,
-    extra: &[&str],
-    full: bool,
-) -> Result<(ArmResult, Model)> {
-    let extended = !extra.is_empty();
-    let (model, validation) = search_and_fit(train, seed, extra, full)?;
-    let (geomean, worst, worst_matrix) = score(&model, test, extended);
-    let real: Vec<&Matrix> = test.iter().filter(|m| m.real).copied().collect();
-    let (geomean_real, worst_real, _) = score(&model, &real, extended);
-    let r = ArmResult {
-        arm: if extended { "extended" } else { "shipped" }.into(),
-        geomean,
-        worst,
-        worst_matrix,
-        geomean_real,
-        worst_real,
-        validation,
-        params: serde_json::to_value(model.card.hyper_parameters)?,
-        leaves: model.leaves(),
-    };
-    Ok((r, model))
+impl Arm<'_> {
+    fn extended(&self) -> bool {
+        !self.extra.is_empty()
+    }
+
+    /// The trainer's parameter search (every tie tolerance, depth, leaf weight
+    /// and weighting, judged on a validation quarter of `train`), or with `full`
+    /// false only the default parameters; then the fit of all of `train` with
+    /// the best.
+    fn search_and_fit(&self, train: &[&Matrix]) -> Result<(Model, f64)> {
+        let (seed, extra) = (self.seed, self.extra);
+        let (fit_part, valid) =
+            crate::split::validation_part(train, |m| m.l.labels.features.values[2] as usize, seed);
+        let grid = if self.full {
+            pipeline::param_grid(seed)?
+        } else {
+            vec![TrainParams::new().seed(seed).check()?]
+        };
+        let mut best: Option<(selector::ValidTrainParams, f64)> = None;
+        for p in &grid {
+            let model = fit(&fit_part, p, extra)?;
+            let s = score(&model, &valid, self.extended()).0;
+            if best.as_ref().is_none_or(|(_, b)| s > *b + 1e-12) {
+                best = Some((*p, s));
+            }
+        }
+        let (p, s) = best.expect("a parameter set");
+        Ok((fit(train, &p, extra)?, s))
+    }
+
+    /// Fits on `train`, then scores on `test`.
+    fn run(&self, train: &[&Matrix], test: &[&Matrix]) -> Result<(ArmResult, Model)> {
+        let extended = self.extended();
+        let (model, validation) = self.search_and_fit(train)?;
+        let (geomean, worst, worst_matrix) = score(&model, test, extended);
+        let real: Vec<&Matrix> = test.iter().filter(|m| m.real).copied().collect();
+        let (geomean_real, worst_real, _) = score(&model, &real, extended);
+        let r = ArmResult {
+            arm: if extended { "extended" } else { "shipped" }.into(),
+            geomean,
+            worst,
+            worst_matrix,
+            geomean_real,
+            worst_real,
+            validation,
+            params: serde_json::to_value(model.card.hyper_parameters)?,
+            leaves: model.leaves(),
+        };
+        Ok((r, model))
+    }
 }
 
 /// What the study reads from the database and corpus, per precision.
@@ -258,7 +262,12 @@ pub async fn run(
         let test: Vec<&Matrix> = ms.iter().filter(|m| side(m) == Side::Test).collect();
         let mut arms = Vec::new();
         for ex in [&[][..], extra] {
-            let (r, model) = arm(&train, &test, seed, ex, full)?;
+            let arm = Arm {
+                extra: ex,
+                seed,
+                full,
+            };
+            let (r, model) = arm.run(&train, &test)?;
             if ex.is_empty() {
                 let differ = predict_mismatches(&model, &test);
                 anyhow::ensure!(

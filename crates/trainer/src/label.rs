@@ -11,6 +11,7 @@ use rand::{Rng, SeedableRng};
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
 use std::time::Instant;
 use store::{
     ContextId, DeviceId, FeatureVector, MatrixId, MatrixRecord, MeasurementContext, MeasurementKey,
@@ -376,7 +377,15 @@ impl Labeller<'_> {
         deadline: Option<Instant>,
     ) -> Result<Session> {
         let context = self.context(precision).await?;
-        let have = stored_timings(self.store, matrix, self.device, precision, context).await?;
+        let have = stored_in_context(
+            self.store,
+            matrix,
+            self.device,
+            precision,
+            context,
+            timing_entry,
+        )
+        .await?;
         let dm = self
             .engine
             .upload_as(a, precision)
@@ -588,34 +597,29 @@ impl Labeller<'_> {
 }
 
 /// The measurements the database holds for a matrix on a device in one
-/// precision and measurement context.
-async fn stored_in_context(
+/// precision and measurement context, each made by `pick` into an entry of the
+/// map (or left out).
+async fn stored_in_context<K: Eq + Hash, V>(
     store: &Store,
     matrix: MatrixId,
     device: DeviceId,
     precision: Precision,
     context: ContextId,
-) -> Result<impl Iterator<Item = NewMeasurement>> {
+    pick: impl Fn(NewMeasurement) -> Option<(K, V)>,
+) -> Result<HashMap<K, V>> {
     Ok(store
         .measurements_for(matrix, device, precision)
         .await?
         .into_iter()
         .map(|m| m.data)
-        .filter(move |m| m.key.context == context))
+        .filter(|m| m.key.context == context)
+        .filter_map(pick)
+        .collect())
 }
 
-/// The timings the database holds for a matrix in one context, by key.
-async fn stored_timings(
-    store: &Store,
-    matrix: MatrixId,
-    device: DeviceId,
-    precision: Precision,
-    context: ContextId,
-) -> Result<HashMap<MeasurementKey, Timed>> {
-    Ok(stored_in_context(store, matrix, device, precision, context)
-        .await?
-        .map(|m| (m.key.clone(), Timed::stored(&m)))
-        .collect())
+/// A stored measurement as a timing by its key: what labelling reuses.
+fn timing_entry(m: NewMeasurement) -> Option<(MeasurementKey, Timed)> {
+    Some((m.key.clone(), Timed::stored(&m)))
 }
 
 /// The labels of one matrix rebuilt from the database alone, without a device:
@@ -632,7 +636,7 @@ pub async fn labels_from_store(
     features: Features,
     row_ptr: &[u32],
 ) -> Result<Option<MatrixLabels>> {
-    let have = stored_timings(store, matrix, device, precision, context).await?;
+    let have = stored_in_context(store, matrix, device, precision, context, timing_entry).await?;
     let key = |scheme: Scheme, target: Target| MeasurementKey {
         matrix,
         device,
@@ -679,13 +683,11 @@ pub async fn stored_plan_times(
     context: ContextId,
     matrix: MatrixId,
 ) -> Result<HashMap<String, f64>> {
-    Ok(stored_in_context(store, matrix, device, precision, context)
-        .await?
-        .filter_map(|m| match m.key.target {
-            Target::Plan(json) => Some((json, m.median_ms)),
-            Target::Bin { .. } => None,
-        })
-        .collect())
+    let plan_time = |m: NewMeasurement| match m.key.target {
+        Target::Plan(json) => Some((json, m.median_ms)),
+        Target::Bin { .. } => None,
+    };
+    stored_in_context(store, matrix, device, precision, context, plan_time).await
 }
 
 /// The labelling of one scheme's bins, wherever the times come from (the

@@ -120,7 +120,7 @@ pub fn plan_lazy_first_call(
 
 /// Plans `a` for one call as an inline /spmv does, from a matrix whose
 /// features are not known yet (computed only if the planner asks).
-fn plan_one_call(model: &Model, a: &Csr<f64>, ctx: &AmortiseContext) -> Amortised {
+pub fn plan_one_call(model: &Model, a: &Csr<f64>, ctx: &AmortiseContext) -> Amortised {
     let cell = OnceLock::new();
     model.plan_lazy(
         &cell,

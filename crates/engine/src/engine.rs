@@ -10,9 +10,7 @@ use crate::error::{EngineError, Result};
 use crate::kernels::{DeviceScalar, KernelParams, Precision};
 use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
-use crate::prepared::{
-    build_steps, group_rows, launch_groups, LaunchMode, PreparedPlan,
-};
+use crate::prepared::{build_steps, group_rows, launch_groups, LaunchMode, PreparedPlan};
 use ocl::enums::ProfilingInfo;
 use ocl::{Buffer, Context, Device, Event, Program, Queue};
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};

@@ -315,10 +315,7 @@ impl LaunchBuilder {
             None => declared_args(&kernel)?,
         };
         if declared != self.next {
-            return Err(self.wrong(format!(
-                "{} arguments set, {declared} declared",
-                self.next
-            )));
+            return Err(self.wrong(format!("{} arguments set, {declared} declared", self.next)));
         }
         Ok(Launch {
             kernel: Some(kernel),

@@ -10,9 +10,7 @@ use crate::error::{EngineError, Result};
 use crate::kernels::{DeviceScalar, KernelParams, Precision};
 use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
-use crate::prepared::{
-    build_steps, group_rows, launch_groups, LaunchInfo, LaunchMode, PreparedPlan,
-};
+use crate::prepared::{build_steps, group_rows, launch_groups, LaunchMode, PreparedPlan};
 use ocl::enums::ProfilingInfo;
 use ocl::{Buffer, Context, Device, Event, Program, Queue};
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};
@@ -385,13 +383,9 @@ impl Engine {
         }
         plan.check(binning)
             .map_err(|e| EngineError::InvalidPlan(e.to_string()))?;
-        let assign: Vec<(usize, KernelId)> = plan
-            .kernels
-            .iter()
-            .copied()
-            .filter(|(b, _)| !binning.bins[*b].is_empty())
-            .collect();
-        let mut pp = self.prepare_bins(m, binning, &assign, mode)?;
+        // (Kernels of empty bins, which the check allows, launch nothing:
+        // `prepare_bins` skips them.)
+        let mut pp = self.prepare_bins(m, binning, &plan.kernels, mode)?;
         pp.complete = true;
         Ok(pp)
     }
@@ -424,20 +418,11 @@ impl Engine {
                 )));
             }
         }
-        let mut info = Vec::new();
-        let mut steps = Vec::new();
-        for (k, bins) in launch_groups(binning, assign, mode) {
-            let rows = group_rows(binning, &bins);
-            let s = build_steps(&self.queue, m, &params, k, &rows)?;
-            let nrows: usize = bins.iter().map(|&b| binning.row_count(b)).sum();
-            info.push(LaunchInfo {
-                kernel: k,
-                nnz: bins.iter().map(|&b| binning.bin_nnz[b]).sum(),
-                rows: nrows,
-                bins,
-                enqueues: s.len(),
-            });
-            steps.extend(s);
+        let mut info = launch_groups(binning, assign, mode);
+        let mut steps = Vec::with_capacity(info.len());
+        for l in &mut info {
+            let rows = group_rows(binning, &l.bins);
+            l.enqueues = build_steps(&self.queue, m, &params, (l.kernel, &rows), &mut steps)?;
         }
         let covered: usize = info.iter().map(|l| l.rows).sum();
         Ok(PreparedPlan {

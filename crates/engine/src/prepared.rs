@@ -167,23 +167,36 @@ fn bin_rows(binning: &Binning, b: usize) -> RowSet {
 
 /// The launches of `assign` (bin, kernel) under `mode`, in launch order: each
 /// kernel with the non-empty bins it computes (one group per bin, or one per
-/// kernel when grouped).
+/// kernel when grouped), their rows and nonzeros; `enqueues` is left 0 for
+/// the preparation to fill in. Bins out of range are the caller's to refuse.
 pub(crate) fn launch_groups(
     binning: &Binning,
     assign: &[(usize, KernelId)],
     mode: LaunchMode,
-) -> Vec<(KernelId, Vec<usize>)> {
-    let mut groups: Vec<(KernelId, Vec<usize>)> = Vec::new();
+) -> Vec<LaunchInfo> {
+    let mut groups: Vec<LaunchInfo> = Vec::with_capacity(assign.len().min(4));
     for &(b, k) in assign {
         if binning.bins[b].is_empty() {
             continue;
         }
-        match mode {
-            LaunchMode::PerBin => groups.push((k, vec![b])),
-            LaunchMode::Grouped => match groups.iter_mut().find(|(g, _)| *g == k) {
-                Some((_, bins)) => bins.push(b),
-                None => groups.push((k, vec![b])),
-            },
+        let (rows, nnz) = (binning.row_count(b), binning.bin_nnz[b]);
+        let same = match mode {
+            LaunchMode::PerBin => None,
+            LaunchMode::Grouped => groups.iter_mut().find(|g| g.kernel == k),
+        };
+        match same {
+            Some(g) => {
+                g.bins.push(b);
+                g.rows += rows;
+                g.nnz += nnz;
+            }
+            None => groups.push(LaunchInfo {
+                kernel: k,
+                bins: vec![b],
+                rows,
+                nnz,
+                enqueues: 0,
+            }),
         }
     }
     groups
@@ -233,7 +246,7 @@ pub fn launch_key(binning: &Binning, plan: &Plan, mode: LaunchMode) -> Result<La
     Ok(LaunchKey(
         launch_groups(binning, &plan.kernels, mode)
             .into_iter()
-            .map(|(k, bins)| (k, group_rows(binning, &bins)))
+            .map(|g| (g.kernel, group_rows(binning, &g.bins)))
             .collect(),
     ))
 }
@@ -334,25 +347,31 @@ fn check_gws(gws: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The kernels to enqueue (in order) for `kernel` over `rows` of `m`.
+/// Appends the kernels to enqueue (in order) for `kernel` over `rows` of `m`
+/// to `out`; returns how many (a row kernel's one launch is pushed as is, no
+/// vector of its own).
 pub(crate) fn build_steps<T: DeviceScalar>(
     queue: &Queue,
     m: &DeviceMatrix<T>,
     p: &KernelParams,
-    kernel: KernelId,
-    rows: &RowSet,
-) -> Result<Vec<Launch>> {
+    (kernel, rows): (KernelId, &RowSet),
+    out: &mut Vec<Launch>,
+) -> Result<usize> {
     if rows.len() == 0 {
-        return Ok(vec![]);
+        return Ok(0);
     }
-    match kernel {
+    let steps = match kernel {
         KernelId::Serial | KernelId::Subvector(_) | KernelId::Vector => {
-            row_kernel_steps(queue, m, p, kernel, rows)
+            out.push(row_kernel_launch(queue, m, p, kernel, rows)?);
+            return Ok(1);
         }
-        KernelId::CsrAdaptive => csr_adaptive_steps(queue, m, p, rows),
-        KernelId::MergePath => merge_path_steps(queue, m, p, rows),
-        KernelId::MergeTile => merge_tile_steps(queue, m, p, rows),
-    }
+        KernelId::CsrAdaptive => csr_adaptive_steps(queue, m, p, rows)?,
+        KernelId::MergePath => merge_path_steps(queue, m, p, rows)?,
+        KernelId::MergeTile => merge_tile_steps(queue, m, p, rows)?,
+    };
+    let n = steps.len();
+    out.extend(steps);
+    Ok(n)
 }
 
 /// A launch builder for entry point `name` of the matrix's program, with its
@@ -384,13 +403,13 @@ fn row_kernel_geometry(p: &KernelParams, kernel: KernelId, n: usize) -> Result<(
 }
 
 /// Serial, subvector-X and vector: one launch, X work-items per row.
-fn row_kernel_steps<T: DeviceScalar>(
+fn row_kernel_launch<T: DeviceScalar>(
     queue: &Queue,
     m: &DeviceMatrix<T>,
     p: &KernelParams,
     kernel: KernelId,
     rows: &RowSet,
-) -> Result<Vec<Launch>> {
+) -> Result<Launch> {
     let n = rows.len();
     let (use_list, base, own) = match rows {
         RowSet::Range { base, .. } => (0u32, *base, None),
@@ -407,14 +426,12 @@ fn row_kernel_steps<T: DeviceScalar>(
         Some(list) => k.arg(list),
         None => k.arg(MatrixBuf(&m.dummy)),
     };
-    let k = k
-        .arg(MatrixBuf(&m.row_ptr))
+    k.arg(MatrixBuf(&m.row_ptr))
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
         .arg(MatrixBuf(&m.x))
         .arg(MatrixBuf(&m.y))
-        .build()?;
-    Ok(vec![k])
+        .build()
 }
 
 /// CSR-Adaptive: the row-block launch, plus the long-row sum when rows were split.

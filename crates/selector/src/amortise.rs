@@ -30,7 +30,8 @@ use crate::vector::{feature, stage1_vector, stage2_vector};
 use crate::{Model, Reason, Selector, STAGE1_FEATURES, STAGE2_FEATURES};
 use serde::Serialize;
 use sparse::{Binning, Features, KernelId, Plan, RowPtr, Scheme};
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// An optimistic bound on the share of one SpMV that the model's binned plan
@@ -289,11 +290,11 @@ impl AmortiseContext {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Candidate {
     /// `model` (the two-stage plan with stage 1's scheme) or `single:<kernel>`.
-    pub name: String,
+    pub name: Cow<'static, str>,
     /// Its scheme (`single` or U).
-    pub scheme: String,
+    pub scheme: Cow<'static, str>,
     /// Its kernels, when known (the binned plan's are known only once binned).
-    pub kernels: Vec<String>,
+    pub kernels: Vec<Cow<'static, str>>,
     /// Whether stage 2 chose this kernel for the single bin.
     pub stage2_pick: bool,
     /// Estimated analysis cost (ms).
@@ -312,17 +313,17 @@ pub struct Planning {
     /// How often the matrix is expected to be multiplied.
     pub expected_calls: u64,
     /// The chosen candidate's name.
-    pub chosen: String,
+    pub chosen: Cow<'static, str>,
     /// `perf_model` (predicted times), `bandwidth_bound` (the rule without a
     /// performance model), `calls_threshold` (neither), `single_only`
     /// (stage 1 or the rule chose the single-bin scheme: nothing to weigh),
     /// `quick` (the feature pass would not pay: one kernel from the
     /// matrix's sizes, see [`Selector::plan_lazy`]).
-    pub method: String,
+    pub method: Cow<'static, str>,
     /// Why, in a sentence (written out when read).
     pub reason: Reason,
     /// Stage 1's scheme (before amortisation).
-    pub stage1_scheme: String,
+    pub stage1_scheme: Cow<'static, str>,
     /// The copy-bandwidth bound of one SpMV (ms), when the bandwidth is known.
     pub spmv_bound_ms: Option<f64>,
     /// Calls from which the binned plan would be chosen (rule without a
@@ -392,7 +393,7 @@ fn single_only(
         chosen: c.name.clone(),
         method: "single_only".into(),
         reason: why.into(),
-        stage1_scheme: Scheme::Single.to_string(),
+        stage1_scheme: scheme_name(Scheme::Single),
         spmv_bound_ms: None,
         break_even_calls: None,
         candidates: vec![c],
@@ -411,15 +412,46 @@ impl Candidate {
     }
 }
 
+/// A kernel's name and the name of its single-bin candidate
+/// (`single:<kernel>`), made once for every kernel of the pool and shared: a
+/// one-call plan names one kernel, and formatting both names was a tenth of
+/// planning it.
+pub(crate) fn kernel_name(k: KernelId) -> (Cow<'static, str>, Cow<'static, str>) {
+    static NAMES: OnceLock<Vec<(KernelId, String, String)>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        KernelId::all()
+            .into_iter()
+            .map(|k| (k, k.name(), format!("single:{}", k.name())))
+            .collect()
+    });
+    match names.iter().find(|n| n.0 == k) {
+        Some((_, name, single)) => (Cow::Borrowed(name), Cow::Borrowed(single)),
+        None => (k.name().into(), format!("single:{}", k.name()).into()),
+    }
+}
+
+/// A scheme's name as [`Scheme`]'s `Display` writes it (the single-bin
+/// scheme's without formatting it).
+pub(crate) fn scheme_name(s: Scheme) -> Cow<'static, str> {
+    match s {
+        Scheme::Single => Cow::Borrowed("single"),
+        s => Cow::Owned(s.to_string()),
+    }
+}
+
 pub(crate) fn trivial_candidate(
     k: Option<KernelId>,
     stage2_pick: bool,
     ctx: &AmortiseContext,
 ) -> Candidate {
+    let (name, kernels) = match k.map(kernel_name) {
+        Some((kernel, single)) => (single, vec![kernel]),
+        None => (Cow::Borrowed("single:none"), Vec::new()),
+    };
     Candidate {
-        name: k.map_or("single:none".into(), |k| format!("single:{}", k.name())),
-        scheme: Scheme::Single.to_string(),
-        kernels: k.map(|k| vec![k.name()]).unwrap_or_default(),
+        name,
+        scheme: scheme_name(Scheme::Single),
+        kernels,
         stage2_pick,
         analysis_ms: if k.is_some() {
             ctx.costs.launch_ms
@@ -536,7 +568,7 @@ impl Model {
     fn binned_candidate(&self, scheme: Scheme, nrows: usize, ctx: &AmortiseContext) -> Candidate {
         Candidate {
             name: "model".into(),
-            scheme: scheme.to_string(),
+            scheme: scheme_name(scheme),
             kernels: Vec::new(),
             stage2_pick: false,
             analysis_ms: ctx
@@ -609,7 +641,7 @@ impl Model {
             explain,
         } = ask;
         let perf = self.perf.as_ref().expect("called with a performance model");
-        let stage1_scheme = cheap.scheme.to_string();
+        let stage1_scheme = scheme_name(cheap.scheme);
         let (mut cands, per_prediction_ms, note) = price_trivial(perf, f, calls, ctx, &cheap);
         let total = |c: &Candidate| c.total_ms.unwrap_or(f64::INFINITY);
         let best_trivial = cands.iter().map(total).fold(f64::INFINITY, f64::min);
@@ -635,7 +667,7 @@ impl Model {
             total(&best)
         )
         .into();
-        let prediction = match (best.name.as_str(), binned_pred) {
+        let prediction = match (best.name.as_ref(), binned_pred) {
             ("model", Some(p)) => p,
             _ => {
                 let k = best_kernel(&best).unwrap_or(cheap.stage2);
@@ -745,8 +777,12 @@ fn trivial_prediction(cheap: Cheap, plan: impl Fn(&Cheap) -> Plan, explain: bool
     }
 }
 
-fn kernel_names(plan: &Plan) -> Vec<String> {
-    let mut v: Vec<String> = plan.kernels.iter().map(|(_, k)| k.name()).collect();
+fn kernel_names(plan: &Plan) -> Vec<Cow<'static, str>> {
+    let mut v: Vec<Cow<'static, str>> = plan
+        .kernels
+        .iter()
+        .map(|(_, k)| kernel_name(*k).0)
+        .collect();
     v.sort();
     v.dedup();
     v

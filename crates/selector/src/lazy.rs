@@ -19,6 +19,7 @@ use crate::{
     BINNED_GAIN_BOUND, MIN_CALLS_WITHOUT_ESTIMATE,
 };
 use sparse::{Binning, Features, KernelId, Plan, RowPtr, Scheme};
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 /// Whether the feature pass can pay, and the figures behind it.
@@ -154,8 +155,8 @@ impl Model {
         let single = Binning::new(row_ptr, Scheme::Single);
         let quick = trivial_candidate(Some(k), false, ctx);
         let with_features = Candidate {
-            name: "model".into(),
-            scheme: "unknown".into(),
+            name: Cow::Borrowed("model"),
+            scheme: Cow::Borrowed("unknown"),
             kernels: Vec::new(),
             stage2_pick: false,
             analysis_ms: w.features_ms,

@@ -47,7 +47,8 @@ pub struct EvalRow {
     /// Its time.
     pub first_call_ms: f64,
     /// Its whole analysis: features (only when the planner computed them),
-    /// planning and preparation (preparation only when timed on the device).
+    /// planning and preparation (preparation only when timed on the device;
+    /// then all three as one span, `first_call::first_call_overhead`).
     pub first_call_overhead_ms: f64,
     /// Whether it is the model's own plan.
     pub first_call_same_plan: bool,
@@ -188,10 +189,11 @@ pub async fn evaluate_matrix(
     let ctx = setup.context(precision.bytes());
     let (eager, eager_planning, eager_plan_ms) =
         first_call::plan_first_call(model, &features, a.rows(), &ctx);
-    let (first, planning, first_plan_ms) = first_call::plan_lazy_first_call(model, a, &ctx);
     let dm = lab.engine.upload_as(a, precision)?;
+    let (first, first_overhead_ms) =
+        first_call::first_call_overhead(lab.engine, &dm, model, a, &ctx);
+    let (first, planning) = (first.prediction, first.planning);
     let prepare_ms = first_call::prepare_ms(lab.engine, &dm, &pred.binning, &pred.plan);
-    let first_prepare_ms = first_call::prepare_ms(lab.engine, &dm, &first.binning, &first.plan);
     let eager_prepare_ms = first_call::prepare_ms(lab.engine, &dm, &eager.binning, &eager.plan);
     let (oracle_scheme, oracle_plan) = labels
         .oracle()
@@ -228,13 +230,13 @@ pub async fn evaluate_matrix(
         singles,
         rule_ms: best_ms[n - 3],
         first_call: FirstCall {
-            name: planning.chosen,
+            name: planning.chosen.into_owned(),
             ms: best_ms[n - 1],
-            overhead_ms: first_plan_ms + first_prepare_ms,
+            overhead_ms: first_overhead_ms,
             same_plan: same_launches(&first, &pred),
             features: planning.features_computed,
             eager: (
-                eager_planning.chosen,
+                eager_planning.chosen.into_owned(),
                 best_ms[n - 2],
                 features_ms + eager_plan_ms + eager_prepare_ms,
             ),
@@ -500,13 +502,13 @@ pub fn evaluate_stored(
         singles,
         rule_ms: time_of(&selector::rule_plan_for(class, &features, a.row_ptr())),
         first_call: FirstCall {
-            name: planning.chosen,
+            name: planning.chosen.into_owned(),
             ms: time_of(&first.plan),
             overhead_ms: first_plan_ms,
             same_plan: first.plan == pred.plan,
             features: planning.features_computed,
             eager: (
-                eager_planning.chosen,
+                eager_planning.chosen.into_owned(),
                 time_of(&eager.plan),
                 features_ms + eager_plan_ms,
             ),

@@ -3,7 +3,8 @@
 //! only when they can pay), with its analysis counted: features when
 //! computed, the amortised planning (binning only when it pays) and the
 //! preparation of the chosen plan's launches on the device (row lists,
-//! CSR-Adaptive blocks, kernel objects), all timed here; the same with the
+//! CSR-Adaptive blocks, kernel objects), all timed here, together as one
+//! span ([`first_call_overhead`]); the same with the
 //! features always computed (`plan_for_calls`, as before the lazy planner);
 //! and the whole single call from the parsed matrix to y ([`end_to_end`]).
 
@@ -118,9 +119,38 @@ pub fn plan_lazy_first_call(
     (p.prediction, p.planning, ms)
 }
 
+/// A first call's whole fixed cost on the host, as an inline /spmv pays it
+/// for a matrix `dm` already uploaded (upload, x, the run and y are the
+/// oracle's too, and timed with it): planning for one call
+/// ([`plan_one_call`], features when the planner asks), preparing the chosen
+/// plan's launches, and dropping both. Timed as one span, median of
+/// [`HOST_REPS`] (ms; NaN when the engine refuses the plan): two spans
+/// counted a clock read more, about 30 ns, on a cost of a few hundred. Also
+/// returns the plan, from one more call outside the timing.
+pub fn first_call_overhead(
+    engine: &Engine,
+    dm: &AnyMatrix,
+    model: &Model,
+    a: &Csr<f64>,
+    ctx: &AmortiseContext,
+) -> (Amortised, f64) {
+    let mut ok = true;
+    let ms = median_ms(HOST_REPS, || {
+        let p = plan_one_call(model, a, ctx);
+        let (b, plan) = (&p.prediction.binning, &p.prediction.plan);
+        if !plan.kernels.is_empty() {
+            ok &= engine
+                .prepare_binned_any(dm, b, plan, LaunchMode::Grouped)
+                .is_ok();
+        }
+    });
+    let p = plan_one_call(model, a, ctx);
+    (p, if ok { ms } else { f64::NAN })
+}
+
 /// Plans `a` for one call as an inline /spmv does, from a matrix whose
 /// features are not known yet (computed only if the planner asks).
-fn plan_one_call(model: &Model, a: &Csr<f64>, ctx: &AmortiseContext) -> Amortised {
+pub fn plan_one_call(model: &Model, a: &Csr<f64>, ctx: &AmortiseContext) -> Amortised {
     let cell = OnceLock::new();
     model.plan_lazy(
         &cell,

@@ -397,7 +397,7 @@ async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
         "x-expected-calls",
         d.planned.planning.expected_calls.to_string(),
     );
-    put("x-planning", d.planned.planning.chosen.clone());
+    put("x-planning", d.planned.planning.chosen.to_string());
     put("x-model", d.planned.model.id.clone());
     if let Some(t) = &d.planned.tuning {
         put("x-tuned", t.chosen.clone());

@@ -38,7 +38,8 @@ Each answer is checked against scipy. One CSV row per precision and form, median
                - download_y_ms: the server's own time once the body is in,
                beside the device work still left then (equal to
                server_unread_ms for servers that upload x only once whole);
-  after_read_ms = server_ms - read_ms: all the server's time once the body is in;
+  after_read_ms = server_ms - read_ms: all the server's time once the body is in
+               (like the other splits, a difference of the columns' medians);
   client_over_ms = client_ms - server_ms: HTTP, the loopback and Python;
   loopback_ms  sending x's bytes and receiving y's over a loopback TCP
                connection to a thread of this script, measured in the same
@@ -191,10 +192,10 @@ def bench(client, mid, a, precision, form, calls, warmup):
            "client_ms": med([r[0] for r in rows])}
     for k in ("server", "read", "device", "kernel", "upload_x", "upload_x_after", "download_y"):
         out[f"{k}_ms"] = med([r[1][k] for r in rows])
-    # Per call, then the median (the parts overlap differently call by call).
-    out["server_after_ms"] = med([r[1]["server"] - r[1]["read"] - r[1]["kernel"] - r[1]["upload_x_after"]
-                                  - r[1]["download_y"] for r in rows])
-    out["after_read_ms"] = med([r[1]["server"] - r[1]["read"] for r in rows])
+    # Differences of medians, as server_over_ms and server_unread_ms below.
+    out["after_read_ms"] = out["server_ms"] - out["read_ms"]
+    out["server_after_ms"] = (out["after_read_ms"] - out["kernel_ms"] - out["upload_x_after_ms"]
+                              - out["download_y_ms"])
     copies = out["kernel_ms"] + out["upload_x_ms"] + out["download_y_ms"]
     out["over_device"] = out["client_ms"] / copies
     out["server_over_ms"] = out["server_ms"] - copies

@@ -5,7 +5,8 @@
 # Prints, per binary and size, the median over runs of each run's medians of
 # server - kernel - copies (server_over_ms) and of the same without receiving
 # the body (server_unread_ms), with every run's figure in brackets, and the
-# device's wall time beyond its profiled commands (device_ms - kernel - copies);
+# device's wall time beyond its profiled commands (device_ms - kernel - the
+# part of x's upload after the body - y's download);
 # then the split after the body (server_after_ms: server - read - kernel - the
 # part of x's upload after its last byte - y's download; for a server that
 # uploads x once whole the same as the second column), the time after the
@@ -56,7 +57,8 @@ for key in sorted(rows, key=lambda k: (k[0], k[1], k[2], k[3] != "new")):
     med = lambda k: statistics.median(float(r[k]) for r in rs)
     runs = lambda k: " / ".join(f"{float(r[k]):.2f}" for r in rs)
     copies = statistics.median(float(r["upload_x_ms"]) + float(r["download_y_ms"]) for r in rs)
-    gap = statistics.median(float(r["device_ms"]) - float(r["kernel_ms"]) - float(r["upload_x_ms"])
+    # (The device's wall time covers only the part of x's upload after the body.)
+    gap = statistics.median(float(r["device_ms"]) - float(r["kernel_ms"]) - float(r["upload_x_after_ms"])
                             - float(r["download_y_ms"]) for r in rs)
     print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {len(rs)} | {med('kernel_ms'):.3f} | {copies:.3f} | {gap:.3f} "
           f"| {med('server_over_ms'):.3f} ({runs('server_over_ms')}) "

@@ -32,9 +32,11 @@ pub struct Timings {
     pub kernel_ns: u64,
     /// Profiled time of the x upload (pinned host memory to device), nanoseconds.
     pub upload_x_ns: u64,
-    /// Of which the part enqueued once all of x was there: the whole upload,
-    /// except for x streamed through an [`crate::XInflow`], whose earlier
-    /// slices were uploaded while the rest still arrived.
+    /// Of which the part that ran once the call had all of x: the whole
+    /// upload, except for x streamed through an [`crate::XInflow`], whose
+    /// earlier slices were uploaded while the rest still arrived (the last
+    /// slice, and what of earlier ones was still running when the call
+    /// enqueued it).
     pub upload_x_after_ns: u64,
     /// Profiled time of the y download (device to pinned host memory), nanoseconds.
     pub download_y_ns: u64,

@@ -14,6 +14,7 @@ use crate::error::{EngineError, Result};
 use crate::kernels::DeviceScalar;
 use crate::prepared::PreparedPlan;
 use crate::{AnyMatrix, AnyPlan, DeviceMatrix};
+use ocl::enums::ProfilingInfo;
 use ocl::{Buffer, Event, Queue};
 use std::time::Instant;
 
@@ -163,7 +164,9 @@ impl Engine {
     /// while it arrived), the kernels read x from the inflow's device
     /// buffer, and y is read into `y` as little-endian bytes (resized to
     /// `nrows` values). `upload_x_ns` counts every slice's copy,
-    /// `upload_x_after_ns` the last one's. `x` is ready for the next x
+    /// `upload_x_after_ns` what of it ran once this call had enqueued the
+    /// last slice: that slice's copy, and the part of any earlier one still
+    /// running then (on the device's clock). `x` is ready for the next x
     /// afterwards (also after an error).
     pub fn execute_inflow_into(
         &self,
@@ -229,9 +232,17 @@ impl Engine {
             Ok(())
         };
         let device = x.device.as_core().clone();
+        let tail = up.clone();
         let mut t = self.run_and_read(m, pp, (t0, Some(&device)), up, read, || drop(gate))?;
+        let called = match &tail {
+            Some(ev) => ev.profiling_info(ProfilingInfo::Queued)?.time()?,
+            None => u64::MAX,
+        };
         for ev in &x.parts[..earlier] {
             t.upload_x_ns += event_ns(ev)?;
+            let start = ev.profiling_info(ProfilingInfo::Start)?.time()?;
+            let end = ev.profiling_info(ProfilingInfo::End)?.time()?;
+            t.upload_x_after_ns += end.saturating_sub(start.max(called));
         }
         Ok(t)
     }

@@ -411,7 +411,13 @@ fn x_streamed_in_slices_gives_the_reference_y_and_leaves_the_plan_reading_its_ow
         for (k, plan) in plans.iter().enumerate() {
             let pp = e.prepare_any(&m, plan, LaunchMode::Grouped).unwrap();
             let x = x_for(a.ncols(), 10 + k);
-            put_odd(&mut inflow, &le(&x, p));
+            // All but the last bytes, a pause (the slices are copied
+            // meanwhile), then the rest: as from a network.
+            let bytes = le(&x, p);
+            let cut = bytes.len() - 1000;
+            put_odd(&mut inflow, &bytes[..cut]);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            inflow.put(&bytes[cut..]).unwrap();
             assert_eq!(inflow.filled(), inflow.len());
             let mut y = Vec::new();
             let t = e.execute_inflow_into(&m, &pp, &mut inflow, &mut y).unwrap();

@@ -49,6 +49,51 @@ fn x_request(
             .into_iter()
             .map(|c| Ok::<_, Infallible>(Bytes::from(c))),
     );
+    x_request_of(
+        id,
+        p,
+        Body::from_stream(stream),
+        total,
+        (binary_y, declared),
+    )
+}
+
+/// The same request with `bytes` in `WIDE_CHUNKS` but the last 1000 bytes
+/// sent 100 ms later, as from a network: the slices before have been copied
+/// to the device by then.
+fn paced_x_request(
+    id: &str,
+    p: &str,
+    bytes: &[u8],
+    binary_y: bool,
+    declared: bool,
+) -> Request<Body> {
+    use futures_util::StreamExt;
+    let cut = bytes.len() - 1000;
+    let (head, last) = (chunked(&bytes[..cut], &WIDE_CHUNKS), bytes[cut..].to_vec());
+    let stream = futures_util::stream::iter(head)
+        .chain(futures_util::stream::once(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            last
+        }))
+        .map(|c| Ok::<_, Infallible>(Bytes::from(c)));
+    x_request_of(
+        id,
+        p,
+        Body::from_stream(stream),
+        bytes.len(),
+        (binary_y, declared),
+    )
+}
+
+/// POST /spmv?matrix_id=..&precision=.. with `body` of `total` bytes.
+fn x_request_of(
+    id: &str,
+    p: &str,
+    body: Body,
+    total: usize,
+    (binary_y, declared): (bool, bool),
+) -> Request<Body> {
     let mut r = Request::post(format!("/spmv?matrix_id={id}&precision={p}"))
         .header("content-type", "application/octet-stream");
     if binary_y {
@@ -57,7 +102,7 @@ fn x_request(
     if declared {
         r = r.header("content-length", total.to_string());
     }
-    r.body(Body::from_stream(stream)).unwrap()
+    r.body(body).unwrap()
 }
 
 /// y of an answer: binary little-endian of `p`, or JSON.
@@ -382,13 +427,14 @@ fn upload_split(r: &Resp) -> (f64, f64) {
     (h("x-upload-x-after-ms"), h("x-upload-x-ms"))
 }
 
-/// A wide x (from `seed`) in `WIDE_CHUNKS`, y binary and checked; asserts
-/// that the matrix's inflow took it (less of the upload after the last
-/// byte than in all), i.e. that no other request holds the inflow.
+/// A wide x (from `seed`) in `WIDE_CHUNKS`, its last bytes late, y binary
+/// and checked; asserts that the matrix's inflow took it (less of the
+/// upload after the last byte than in all), i.e. that no other request
+/// holds the inflow.
 async fn wide_call_through_inflow(app: &Router, (a, id): (&Csr<f64>, &str), p: &str, seed: u64) {
     let x = random_x(a.ncols(), seed);
-    let body = chunked(&le_bytes(&x, p), &WIDE_CHUNKS);
-    let r = send(app, x_request(id, p, body, true, seed.is_multiple_of(2))).await;
+    let req = paced_x_request(id, p, &le_bytes(&x, p), true, seed.is_multiple_of(2));
+    let r = send(app, req).await;
     check(a, &x, &y_from(&r, p, true), p);
     let (after, all) = upload_split(&r);
     assert!(
@@ -409,8 +455,7 @@ async fn a_wide_x_is_uploaded_while_it_arrives_and_gives_the_reference_y() {
         }
         // Binary x with a JSON y: the same path, y decoded from the bytes.
         let x = random_x(a.ncols(), 64);
-        let body = chunked(&le_bytes(&x, p), &WIDE_CHUNKS);
-        let r = send(&app, x_request(&id, p, body, false, true)).await;
+        let r = send(&app, paced_x_request(&id, p, &le_bytes(&x, p), false, true)).await;
         let t = &r.json()["timings_ms"];
         let (after, all) = (
             t["upload_x_after"].as_f64().unwrap(),

@@ -7,7 +7,9 @@
 //! Safety is kept here: a slice is enqueued only once all its bytes are
 //! written, the caller can only write past what was enqueued, and every
 //! enqueued write is waited for before the host buffer is written again
-//! from its start, reused or dropped.
+//! from its start, reused or dropped. The host buffer is only touched
+//! through `Vec::as_ptr` / `as_mut_ptr`, which make no reference to the
+//! whole of it, so writing past the slices in flight never claims them.
 
 use crate::engine::{event_ns, Engine, Gate, Timings};
 use crate::error::{EngineError, Result};
@@ -30,6 +32,7 @@ pub const INFLOW_SLICE: usize = 512 * 1024;
 /// it takes a new x from its first byte.
 #[derive(Debug)]
 pub struct XInflow {
+    /// Accessed only through its raw pointers (see the module's note).
     host: Vec<u8>,
     device: Buffer<u8>,
     queue: Queue,
@@ -64,7 +67,8 @@ impl XInflow {
     /// The bytes received so far, to check (reading them while the device
     /// copies them is fine).
     pub fn received(&self) -> &[u8] {
-        &self.host[..self.filled]
+        // SAFETY: `filled <= host.len()`; the device only reads these bytes.
+        unsafe { std::slice::from_raw_parts(self.host.as_ptr(), self.filled) }
     }
 
     /// Appends `chunk` after the bytes received so far and enqueues every
@@ -77,7 +81,15 @@ impl XInflow {
                 got: end,
             });
         }
-        self.host[self.filled..end].copy_from_slice(chunk);
+        // SAFETY: `filled..end` is within the buffer and past every byte
+        // enqueued (`sent <= filled`), so no device command reads it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                chunk.as_ptr(),
+                self.host.as_mut_ptr().add(self.filled),
+                chunk.len(),
+            );
+        }
         self.filled = end;
         let mut enqueued = false;
         while self.filled - self.sent >= self.slice && self.filled < self.host.len() {
@@ -125,12 +137,13 @@ impl XInflow {
         // has been waited for (`wait`, on every path that goes back to the
         // start or drops the buffer), and `to <= host.len()`.
         unsafe {
+            let bytes = std::slice::from_raw_parts(self.host.as_ptr().add(from), to - from);
             ocl::core::enqueue_write_buffer(
                 self.queue.as_core(),
                 self.device.as_core(),
                 false,
                 from,
-                &self.host[from..to],
+                bytes,
                 gate.map(|g| &g.0),
                 Some(&mut ev),
             )?;

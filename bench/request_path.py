@@ -15,19 +15,37 @@ Each answer is checked against scipy. One CSV row per precision and form, median
   read_ms     of which receiving and parsing the body (binary x by id on a
               device is received straight into the buffer x's upload reads,
               each value checked finite as it arrives: that copy and check
-              are in read_ms, overlapped with receiving; the upload itself
-              is upload_x_ms);
-  device_ms   wall clock of the device work (upload x, kernels, download y);
-  kernel_ms, upload_x_ms, download_y_ms   OpenCL profiling of each part;
+              are in read_ms, overlapped with receiving; since the inflow
+              (x-upload-x-after-ms exists), each completed 512 KiB slice of
+              x is also uploaded while the rest arrives);
+  device_ms   wall clock of the device work after the body (upload x, or
+              its last slice, kernels, download y);
+  kernel_ms, upload_x_ms, download_y_ms   OpenCL profiling of each part
+              (upload_x_ms: every slice of x, those overlapped with
+              receiving included);
+  upload_x_after_ms   the part of upload_x_ms enqueued after x's last byte
+              (the last slice; servers without the header upload all of x
+              then, so it is upload_x_ms);
   over_device = client_ms / (kernel_ms + upload_x_ms + download_y_ms);
   server_over_ms = server_ms - kernel_ms - upload_x_ms - download_y_ms: the
                server's own work around the device's (issue 11: <= 0.2 ms);
   server_unread_ms = server_over_ms - read_ms: the same without receiving
-               the body, which goes at the loopback's (the client's) pace;
+               the body, which goes at the loopback's (the client's) pace
+               (the split as before the inflow: with it, the slices
+               uploaded during read_ms are subtracted twice, so this
+               understates the server's own time; see server_after_ms);
+  server_after_ms = server_ms - read_ms - kernel_ms - upload_x_after_ms
+               - download_y_ms: the server's own time once the body is in,
+               beside the device work still left then (equal to
+               server_unread_ms for servers that upload x only once whole);
+  after_read_ms = server_ms - read_ms: all the server's time once the body is in
+               (like the other splits, a difference of the columns' medians);
   client_over_ms = client_ms - server_ms: HTTP, the loopback and Python;
   loopback_ms  sending x's bytes and receiving y's over a loopback TCP
                connection to a thread of this script, measured in the same
-               run (issue 11: client_over_ms <= 1 ms + loopback_ms).
+               run (issue 11: client_over_ms <= 1 ms + loopback_ms);
+  loopback_x_ms  the same for x's bytes alone (a one-byte answer): the
+               floor of read_ms, to see whether receiving keeps the pace.
 
 Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 100000,1000000,10000000] [--out FILE]
 (bench/request_path_ab.sh runs it on two server binaries, alternated, for before/after figures.)
@@ -140,14 +158,17 @@ def one_call(client, mid, precision, x, form):
         h = {k.lower(): v for k, v in r.getheaders()}
         # (servers before x-read-ms existed: NaN)
         tm = {k: float(h.get(f"x-{k.replace('_', '-')}-ms", "nan")) for k in
-              ("kernel", "upload_x", "download_y", "device", "server", "read")}
+              ("kernel", "upload_x", "download_y", "device", "server", "read", "upload_x_after")}
     else:
         body = json.dumps({"matrix_id": mid, "x": x.tolist(), "precision": precision}).encode()
         _, data = client.post("/spmv", body, {"Content-Type": "application/json"})
         ms = (time.perf_counter() - t) * 1e3
         doc = json.loads(data)
         y = np.array(doc["y"])
-        tm = {k: float(doc["timings_ms"].get(k, "nan")) for k in ("kernel", "upload_x", "download_y", "device", "server", "read")}
+        tm = {k: float(doc["timings_ms"].get(k, "nan")) for k in
+              ("kernel", "upload_x", "download_y", "device", "server", "read", "upload_x_after")}
+    if tm["upload_x_after"] != tm["upload_x_after"]:  # NaN: a server that uploads x once whole
+        tm["upload_x_after"] = tm["upload_x"]
     return y, tm, ms
 
 
@@ -169,8 +190,12 @@ def bench(client, mid, a, precision, form, calls, warmup):
     med = lambda v: statistics.median(v)  # noqa: E731
     out = {"form": form, "precision": precision, "nrows": a.shape[0], "nnz": a.nnz, "calls": calls,
            "client_ms": med([r[0] for r in rows])}
-    for k in ("server", "read", "device", "kernel", "upload_x", "download_y"):
+    for k in ("server", "read", "device", "kernel", "upload_x", "upload_x_after", "download_y"):
         out[f"{k}_ms"] = med([r[1][k] for r in rows])
+    # Differences of medians, as server_over_ms and server_unread_ms below.
+    out["after_read_ms"] = out["server_ms"] - out["read_ms"]
+    out["server_after_ms"] = (out["after_read_ms"] - out["kernel_ms"] - out["upload_x_after_ms"]
+                              - out["download_y_ms"])
     copies = out["kernel_ms"] + out["upload_x_ms"] + out["download_y_ms"]
     out["over_device"] = out["client_ms"] / copies
     out["server_over_ms"] = out["server_ms"] - copies
@@ -178,6 +203,7 @@ def bench(client, mid, a, precision, form, calls, warmup):
     out["client_over_ms"] = out["client_ms"] - out["server_ms"]
     width = 4 if precision == "f32" else 8
     out["loopback_ms"] = loopback_ms(width * a.shape[1], width * a.shape[0])
+    out["loopback_x_ms"] = loopback_ms(width * a.shape[1], 1)
     return out
 
 
@@ -204,7 +230,8 @@ def main(argv):
         return 2
     fields = ["form", "precision", "nrows", "nnz", "calls", "client_ms", "server_ms", "read_ms", "device_ms",
               "kernel_ms", "upload_x_ms", "download_y_ms", "over_device", "server_over_ms",
-              "server_unread_ms", "client_over_ms", "loopback_ms"]
+              "server_unread_ms", "client_over_ms", "loopback_ms", "upload_x_after_ms",
+              "server_after_ms", "after_read_ms", "loopback_x_ms"]
     out = open(args.out, "w", newline="") if args.out else sys.stdout
     w = csv.DictWriter(out, fieldnames=fields)
     w.writeheader()
@@ -236,7 +263,10 @@ def report(w, out, r):
           f"+ y {r['download_y_ms']:.3f}; client / (kernel + transfers) = {r['over_device']:.2f}; "
           f"server - kernel - copies {r['server_over_ms']:.3f} (target <= 0.2; "
           f"{r['server_unread_ms']:.3f} without reading the body), client - server "
-          f"{r['client_over_ms']:.3f} (target <= 1 + loopback {r['loopback_ms']:.3f})",
+          f"{r['client_over_ms']:.3f} (target <= 1 + loopback {r['loopback_ms']:.3f}); "
+          f"after the body: {r['after_read_ms']:.3f} = kernel + x after {r['upload_x_after_ms']:.3f} "
+          f"+ y + {r['server_after_ms']:.3f} of the server's own; "
+          f"read {r['read_ms']:.3f} against loopback x alone {r['loopback_x_ms']:.3f}",
           file=sys.stderr)
 
 

@@ -30,6 +30,12 @@ pub struct Timings {
     pub kernel_ns: u64,
     /// Profiled time of the x upload (pinned host memory to device), nanoseconds.
     pub upload_x_ns: u64,
+    /// Of which the part that ran once the call had all of x: the whole
+    /// upload, except for x streamed through an [`crate::XInflow`], whose
+    /// earlier slices were uploaded while the rest still arrived (the last
+    /// slice, and what of earlier ones was still running when the call
+    /// enqueued it).
+    pub upload_x_after_ns: u64,
     /// Profiled time of the y download (device to pinned host memory), nanoseconds.
     pub download_y_ns: u64,
     /// Wall clock of x upload + kernels + y download, nanoseconds.
@@ -47,6 +53,11 @@ impl Timings {
     /// x upload time in milliseconds.
     pub fn upload_x_ms(&self) -> f64 {
         self.upload_x_ns as f64 * 1e-6
+    }
+
+    /// The part of x's upload after x was all there, in milliseconds.
+    pub fn upload_x_after_ms(&self) -> f64 {
+        self.upload_x_after_ns as f64 * 1e-6
     }
 
     /// y download time in milliseconds.
@@ -133,7 +144,7 @@ fn copy_into<T: DeviceScalar>(x: &[T]) -> impl FnOnce(&mut [T]) -> Result<()> + 
     }
 }
 
-fn event_ns(ev: &Event) -> Result<u64> {
+pub(crate) fn event_ns(ev: &Event) -> Result<u64> {
     let s = ev.profiling_info(ProfilingInfo::Start)?.time()?;
     let e = ev.profiling_info(ProfilingInfo::End)?.time()?;
     Ok(e.saturating_sub(s))
@@ -210,9 +221,13 @@ impl Engine {
     }
 
     /// The profiling queue every command goes to.
-    #[cfg(test)]
     pub(crate) fn queue(&self) -> &Queue {
         &self.queue
+    }
+
+    /// The device's context.
+    pub(crate) fn context(&self) -> &Context {
+        &self.context
     }
 
     /// The device.
@@ -464,6 +479,23 @@ impl Engine {
         Ok(events)
     }
 
+    /// [`Engine::enqueue_all`] with the launches' x argument pointing at
+    /// `x` for these enqueues (then back at the matrix's own x, `home`).
+    fn enqueue_all_with_x(
+        &self,
+        steps: &[Launch],
+        x: &ocl::core::Mem,
+        home: &ocl::core::Mem,
+    ) -> Result<Vec<Event>> {
+        let mut events = Vec::with_capacity(steps.len());
+        for k in steps {
+            let mut ev = Event::empty();
+            k.enqueue_with_x(&self.queue, &mut ev, x, home)?;
+            events.push(ev);
+        }
+        Ok(events)
+    }
+
     /// Uploads the x already in the matrix's pinned buffer; returns the upload's
     /// profiling event.
     /// With a `gate`, the upload waits for it.
@@ -533,7 +565,7 @@ impl Engine {
             unsafe { cmd.block(false).enq()? };
             Ok(())
         };
-        let timings = self.run_and_read(m, pp, t0, up, read, || drop(gate))?;
+        let timings = self.run_and_read(m, pp, (t0, None), up, read, || drop(gate))?;
         Ok((read_y(&st.y[..m.nrows]), timings))
     }
 
@@ -631,7 +663,7 @@ impl Engine {
             }
             Ok(())
         };
-        let timings = self.run_and_read(m, pp, t0, up, read, || {
+        let timings = self.run_and_read(m, pp, (t0, None), up, read, || {
             drop(gate);
             checked = check_x()
         })?;
@@ -641,21 +673,22 @@ impl Engine {
 
     /// Whether the device stores values little-endian (every GPU and CPU
     /// device known; OpenCL lets a device say otherwise).
-    fn device_little_endian(&self) -> bool {
+    pub(crate) fn device_little_endian(&self) -> bool {
         self.little_endian
     }
 
     /// The rest of one call once x's upload (`up`) is enqueued: zeroes y when
-    /// the plan does not write every row, enqueues the launches, enqueues y's
+    /// the plan does not write every row, enqueues the launches (reading x
+    /// from `x_mem` when given, else the matrix's own x), enqueues y's
     /// download with `read_y` (given the event to fill; not called for an
     /// empty y), runs `meanwhile` on this thread while the device works (the
     /// callers' `meanwhile` first drops their [`Gate`], which starts the device),
     /// waits for the queue and returns the timings, wall time from `t0`.
-    fn run_and_read<T: DeviceScalar>(
+    pub(crate) fn run_and_read<T: DeviceScalar>(
         &self,
         m: &DeviceMatrix<T>,
         pp: &PreparedPlan<T>,
-        t0: Instant,
+        (t0, x_mem): (Instant, Option<&ocl::core::Mem>),
         up: Option<Event>,
         read_y: impl FnOnce(&mut Event) -> Result<()>,
         meanwhile: impl FnOnce(),
@@ -665,7 +698,10 @@ impl Engine {
             if !pp.complete && m.nrows > 0 {
                 m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
             }
-            let events = self.enqueue_all(&steps)?;
+            let events = match x_mem {
+                Some(x) => self.enqueue_all_with_x(&steps, x, m.x.as_core())?,
+                None => self.enqueue_all(&steps)?,
+            };
             let mut down = None;
             if m.nrows > 0 {
                 let mut ev = Event::empty();
@@ -689,6 +725,7 @@ impl Engine {
         Ok(Timings {
             kernel_ns,
             upload_x_ns: opt_ns(&up)?,
+            upload_x_after_ns: opt_ns(&up)?,
             download_y_ns: opt_ns(&down)?,
             wall_ns,
             enqueues: events.len(),
@@ -850,10 +887,10 @@ impl Engine {
 /// idle (measured: 0.02-0.08 ms at 100K nonzeros, up to several ms at 10M,
 /// `examples/call_overhead`). Dropped on every path, so an error between the
 /// enqueues never leaves the queue blocked.
-struct Gate(ocl::core::Event);
+pub(crate) struct Gate(pub(crate) ocl::core::Event);
 
 impl Gate {
-    fn new(context: &Context) -> Result<Gate> {
+    pub(crate) fn new(context: &Context) -> Result<Gate> {
         Ok(Gate(ocl::core::create_user_event(context.as_core())?))
     }
 }

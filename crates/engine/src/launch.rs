@@ -123,6 +123,9 @@ pub(crate) struct Launch {
     pool: Option<Arc<KernelPool>>,
     gws: usize,
     lws: usize,
+    /// The index of the argument that is the matrix's x ([`XBuf`]), which
+    /// [`Launch::enqueue_with_x`] can point at another buffer for one enqueue.
+    x_arg: Option<u32>,
     /// The buffers its arguments point to that the plan made (row lists,
     /// blocks, carries): OpenCL does not retain them. The matrix's own
     /// buffers ([`MatrixBuf`]) are not retained: a plan only runs with the
@@ -157,6 +160,30 @@ impl Launch {
         }
     }
 
+    /// Enqueues the launch with its x argument pointing at `x` (a buffer of
+    /// the matrix's `ncols` values) for this enqueue only: OpenCL captures
+    /// the arguments at enqueue, and the argument is set back to `home`
+    /// (the matrix's own x) before returning, on every path.
+    pub(crate) fn enqueue_with_x(
+        &self,
+        queue: &Queue,
+        ev: &mut Event,
+        x: &core::Mem,
+        home: &core::Mem,
+    ) -> Result<()> {
+        let Some(i) = self.x_arg else {
+            return self.enqueue(queue, ev);
+        };
+        let kernel = self
+            .kernel
+            .as_ref()
+            .expect("a launch keeps its kernel until dropped");
+        core::set_kernel_arg(kernel, i, ArgVal::mem(x))?;
+        let r = self.enqueue(queue, ev);
+        core::set_kernel_arg(kernel, i, ArgVal::mem(home))?;
+        r
+    }
+
     /// What the launch runs, as far as the plan decides it: its entry point,
     /// geometry and the memory objects of its arguments, in order.
     #[cfg(test)]
@@ -188,6 +215,7 @@ pub(crate) struct LaunchBuilder {
     gws: usize,
     lws: usize,
     next: u32,
+    x_arg: Option<u32>,
     keep: Vec<core::Mem>,
     #[cfg(test)]
     mems: Vec<core::Mem>,
@@ -210,6 +238,17 @@ impl<P: ocl::OclPrm> LaunchArg for &Buffer<P> {
     fn set(self, b: &mut LaunchBuilder) {
         let mem = self.as_core();
         b.put(ArgVal::mem(mem), Some(mem));
+    }
+}
+
+/// The matrix's x, set like a [`MatrixBuf`] and remembered as the argument
+/// [`Launch::enqueue_with_x`] may point elsewhere.
+pub(crate) struct XBuf<'a, P: ocl::OclPrm>(pub(crate) &'a Buffer<P>);
+
+impl<P: ocl::OclPrm> LaunchArg for XBuf<'_, P> {
+    fn set(self, b: &mut LaunchBuilder) {
+        b.x_arg = Some(b.next);
+        MatrixBuf(self.0).set(b);
     }
 }
 
@@ -270,6 +309,7 @@ impl LaunchBuilder {
             gws,
             lws,
             next: 0,
+            x_arg: None,
             keep: Vec::new(),
             #[cfg(test)]
             mems: Vec::new(),
@@ -323,6 +363,7 @@ impl LaunchBuilder {
             pool: self.pool.take(),
             gws: self.gws,
             lws: self.lws,
+            x_arg: self.x_arg,
             _keep: std::mem::take(&mut self.keep),
             #[cfg(test)]
             mems: std::mem::take(&mut self.mems),

@@ -5,7 +5,7 @@
 use crate::engine::read_only_copy;
 use crate::error::{EngineError, Result};
 use crate::kernels::{entry_point, DeviceScalar, KernelParams};
-use crate::launch::{Launch, LaunchBuilder, MatrixBuf};
+use crate::launch::{Launch, LaunchBuilder, MatrixBuf, XBuf};
 use crate::matrix::DeviceMatrix;
 use ocl::{Buffer, Queue};
 use sparse::{Binning, KernelId, Plan, Scheme};
@@ -429,7 +429,7 @@ fn row_kernel_launch<T: DeviceScalar>(
     k.arg(MatrixBuf(&m.row_ptr))
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
-        .arg(MatrixBuf(&m.x))
+        .arg(XBuf(&m.x))
         .arg(MatrixBuf(&m.y))
         .build()
 }
@@ -454,7 +454,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
         .arg(MatrixBuf(&m.row_ptr))
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
-        .arg(MatrixBuf(&m.x))
+        .arg(XBuf(&m.x))
         .arg(MatrixBuf(&m.y))
         .arg(&partials)
         .build()?];
@@ -549,7 +549,7 @@ fn merge_pass<T: DeviceScalar>(
         .arg(MatrixBuf(&m.row_ptr))
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
-        .arg(MatrixBuf(&m.x))
+        .arg(XBuf(&m.x))
         .arg(MatrixBuf(&m.y));
     b
 }

@@ -324,3 +324,153 @@ fn two_threads_prepare_and_run_at_once() {
         }
     });
 }
+
+/// A matrix `ncols` wide whose rows read columns spread over all of x (so a
+/// slice of x missing on the device changes y), and an x for it from `seed`.
+fn wide_problem(nrows: usize, ncols: usize, seed: usize) -> (Csr<f64>, Vec<f64>) {
+    let (mut r, mut c, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    let mut s = 12345u64;
+    let mut next = || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (s >> 33) as usize
+    };
+    for i in 0..nrows {
+        // Row lengths from 1 to 300: serial, vector and merge kernels all see work.
+        for _ in 0..1 + next() % if i % 7 == 0 { 300 } else { 12 } {
+            r.push(i as u32);
+            c.push((next() % ncols) as u32);
+            v.push((next() % 1000) as f64 / 250.0 - 2.0);
+        }
+    }
+    let a = Csr::from_triplets(nrows, ncols, &r, &c, &v).unwrap();
+    (a, x_for(ncols, seed))
+}
+
+/// x as the little-endian bytes of `p`.
+fn le(x: &[f64], p: Precision) -> Vec<u8> {
+    match p {
+        Precision::F32 => x.iter().flat_map(|&v| (v as f32).to_le_bytes()).collect(),
+        Precision::F64 => x.iter().flat_map(|&v| v.to_le_bytes()).collect(),
+    }
+}
+
+/// y's little-endian bytes of `p` as values.
+fn from_le(y: &[u8], p: Precision) -> Vec<f64> {
+    match p {
+        Precision::F32 => y
+            .as_chunks::<4>()
+            .0
+            .iter()
+            .map(|c| f32::from_le_bytes(*c) as f64)
+            .collect(),
+        Precision::F64 => y
+            .as_chunks::<8>()
+            .0
+            .iter()
+            .map(|c| f64::from_le_bytes(*c))
+            .collect(),
+    }
+}
+
+/// Puts x's bytes into the inflow in chunks of odd sizes (values split
+/// across chunks, slices completed mid-chunk).
+fn put_odd(inflow: &mut engine::XInflow, bytes: &[u8]) {
+    let sizes = [1usize, 100_003, 7, 262_147, 5];
+    let (mut at, mut i) = (0, 0);
+    while at < bytes.len() {
+        let n = sizes[i % sizes.len()].min(bytes.len() - at);
+        inflow.put(&bytes[at..at + n]).unwrap();
+        at += n;
+        i += 1;
+    }
+}
+
+#[test]
+fn x_streamed_in_slices_gives_the_reference_y_and_leaves_the_plan_reading_its_own_x() {
+    let Some(e) = engine() else { return };
+    // f32: 1.6 MB of x, f64: 3.2 MB, i.e. several slices of engine::INFLOW_SLICE.
+    let (a, _) = wide_problem(400, 400_000, 1);
+    assert!(a.ncols() * 4 > 3 * engine::INFLOW_SLICE);
+    for p in precisions(e) {
+        let m = e.upload_as(&a, p).unwrap();
+        let mut inflow = e.x_inflow(&m).unwrap().expect("a little-endian device");
+        assert_eq!(inflow.len(), a.ncols() * p.bytes());
+        let binned = Plan::uniform(
+            &e.binning_any(&m, Scheme::Granularity(10)),
+            KernelId::Vector,
+        );
+        let plans = [
+            Plan::single(KernelId::Serial),
+            Plan::single(KernelId::CsrAdaptive),
+            Plan::single(KernelId::MergePath),
+            Plan::single(KernelId::MergeTile),
+            binned,
+        ];
+        for (k, plan) in plans.iter().enumerate() {
+            let pp = e.prepare_any(&m, plan, LaunchMode::Grouped).unwrap();
+            let x = x_for(a.ncols(), 10 + k);
+            // All but the last bytes, a pause (the slices are copied
+            // meanwhile), then the rest: as from a network.
+            let bytes = le(&x, p);
+            let cut = bytes.len() - 1000;
+            put_odd(&mut inflow, &bytes[..cut]);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            inflow.put(&bytes[cut..]).unwrap();
+            assert_eq!(inflow.filled(), inflow.len());
+            let mut y = Vec::new();
+            let t = e.execute_inflow_into(&m, &pp, &mut inflow, &mut y).unwrap();
+            let what = format!("{plan:?} streamed");
+            check(&a, &x, &from_le(&y, p), p, &what);
+            // Every slice's copy is counted; after the last byte only the last one ran.
+            assert!(t.upload_x_after_ns < t.upload_x_ns, "{what}: {t:?}");
+            assert_eq!(inflow.filled(), 0, "ready for the next x");
+            // The plan's own x (the staged path) is used again afterwards.
+            let x2 = x_for(a.ncols(), 100 + k);
+            let (y2, t2) = e.execute_any(&m, &pp, &x2).unwrap();
+            check(&a, &x2, &y2, p, &format!("{plan:?} staged after streamed"));
+            assert_eq!(t2.upload_x_after_ns, t2.upload_x_ns);
+        }
+    }
+}
+
+#[test]
+fn an_inflow_refuses_short_and_long_x_and_restarts_cleanly() {
+    let Some(e) = engine() else { return };
+    let (a, _) = wide_problem(50, 300_000, 2);
+    for p in precisions(e) {
+        let m = e.upload_as(&a, p).unwrap();
+        let pp = e
+            .prepare_any(&m, &Plan::single(KernelId::Serial), LaunchMode::Grouped)
+            .unwrap();
+        let mut inflow = e.x_inflow(&m).unwrap().unwrap();
+        let bytes = le(&x_for(a.ncols(), 3), p);
+        // Too short: refused, naming both lengths, and the inflow starts over.
+        put_odd(&mut inflow, &bytes[..bytes.len() - 2 * p.bytes()]);
+        let err = e
+            .execute_inflow_into(&m, &pp, &mut inflow, &mut Vec::new())
+            .unwrap_err();
+        assert!(
+            matches!(err, EngineError::XLength { expected, got } if expected == a.ncols() && got == a.ncols() - 2),
+            "{err}"
+        );
+        assert_eq!(inflow.filled(), 0);
+        // Too long: the chunk that overflows is refused and nothing of it written.
+        put_odd(&mut inflow, &bytes);
+        assert!(matches!(
+            inflow.put(&[0; 3]),
+            Err(EngineError::XLength { .. })
+        ));
+        assert_eq!(inflow.filled(), inflow.len());
+        // Half an x abandoned, then a whole other one: y is the second's.
+        inflow.restart().unwrap();
+        put_odd(&mut inflow, &bytes[..bytes.len() / 2 + 3]);
+        inflow.restart().unwrap();
+        let x = x_for(a.ncols(), 4);
+        put_odd(&mut inflow, &le(&x, p));
+        let mut y = Vec::new();
+        e.execute_inflow_into(&m, &pp, &mut inflow, &mut y).unwrap();
+        check(&a, &x, &from_le(&y, p), p, "after a restart");
+    }
+}

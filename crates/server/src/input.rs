@@ -473,6 +473,9 @@ pub enum XIn {
         /// ([`crate::xbody::receive_x`]), so [`XIn::check_finite`] has nothing to do.
         checked: bool,
     },
+    /// Binary x received into its matrix's inflow, most of it already on
+    /// the device, every value checked on arrival.
+    Inflow(crate::xbody::InflowX),
 }
 
 impl XIn {
@@ -509,6 +512,7 @@ impl XIn {
             XIn::Binary {
                 bytes, precision, ..
             } => bytes.len() / precision.bytes(),
+            XIn::Inflow(i) => i.len,
         }
     }
 
@@ -524,6 +528,10 @@ impl XIn {
             XIn::Binary {
                 bytes, precision, ..
             } => parse_x_binary(bytes, *precision).unwrap_or_default(),
+            // (Taken only by the call that runs it; verify never streams x.)
+            XIn::Inflow(i) => i
+                .with_bytes(|b| parse_x_binary(b, i.precision).unwrap_or_default())
+                .unwrap_or_default(),
         }
     }
 
@@ -567,25 +575,34 @@ impl XIn {
             XIn::Values(v) => x_into(v, out),
             XIn::Binary {
                 bytes, precision, ..
-            } => match precision {
-                Precision::F32 => fill_values(
-                    bytes
-                        .as_chunks::<4>()
-                        .0
-                        .iter()
-                        .map(|c| f32::from_le_bytes(*c) as f64),
-                    out,
-                ),
-                Precision::F64 => fill_values(
-                    bytes
-                        .as_chunks::<8>()
-                        .0
-                        .iter()
-                        .map(|c| f64::from_le_bytes(*c)),
-                    out,
-                ),
-            },
+            } => fill_le(bytes, *precision, out),
+            XIn::Inflow(i) => i
+                .with_bytes(|b| fill_le(b, i.precision, out))
+                .unwrap_or_else(|| Err(ApiError::internal("x was taken by another call"))),
         }
+    }
+}
+
+/// Converts little-endian values of `precision` into `out` (as many), each
+/// checked finite in `T`.
+fn fill_le<T: Scalar>(bytes: &[u8], precision: Precision, out: &mut [T]) -> Result<(), ApiError> {
+    match precision {
+        Precision::F32 => fill_values(
+            bytes
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|c| f32::from_le_bytes(*c) as f64),
+            out,
+        ),
+        Precision::F64 => fill_values(
+            bytes
+                .as_chunks::<8>()
+                .0
+                .iter()
+                .map(|c| f64::from_le_bytes(*c)),
+            out,
+        ),
     }
 }
 

@@ -138,6 +138,10 @@ pub struct DeviceBuffers {
     pub plan: AnyPlan,
     /// Host buffers of x's body and y's answer, reused from call to call.
     pub pools: VectorPools,
+    /// x's host and device buffers for binary x uploaded while it arrives
+    /// ([`crate::xbody`]); `None` while a request holds them (or on a
+    /// big-endian device).
+    pub inflow: Mutex<Option<engine::XInflow>>,
 }
 
 /// What an uploaded matrix holds for one precision.
@@ -289,12 +293,13 @@ pub fn device_bytes(a: &Csr<f64>, p: Precision) -> u64 {
 
 /// Everything one prepared precision holds, charged to the cache: the device
 /// buffers ([`device_bytes`]), the plan's host copy (bin row lists and
-/// per-bin counts), the idle x and y buffers its [`VectorPools`] keep, and
-/// the prepared launches ([`ENTRY_OVERHEAD`]).
+/// per-bin counts), the idle x and y buffers its [`VectorPools`] keep, its
+/// [`engine::XInflow`] (x on the host and on the device) and the prepared
+/// launches ([`ENTRY_OVERHEAD`]).
 pub fn ready_bytes(a: &Csr<f64>, p: Precision, planned: &Planned) -> u64 {
     let b = &planned.binning;
     let lists: u64 = b.bins.iter().map(|v| 4 * v.len() as u64).sum();
-    let pools = (a.nrows() + a.ncols()) as u64 * p.bytes() as u64;
+    let pools = (a.nrows() + 3 * a.ncols()) as u64 * p.bytes() as u64;
     device_bytes(a, p) + lists + 8 * b.bin_nnz.len() as u64 + pools + ENTRY_OVERHEAD
 }
 
@@ -327,10 +332,12 @@ pub fn upload_blocking(
         &planned.plan,
         LaunchMode::Grouped,
     )?;
+    let inflow = Mutex::new(engine.x_inflow(&matrix)?);
     Ok(DeviceBuffers {
         matrix,
         plan,
         pools: VectorPools::default(),
+        inflow,
     })
 }
 
@@ -360,6 +367,11 @@ pub fn execute_blocking(
     x: &XIn,
     bytes_y: bool,
 ) -> Result<Executed, ApiError> {
+    if let XIn::Inflow(ix) = x {
+        if let Some(done) = execute_inflow(engine, b, ix, bytes_y)? {
+            return Ok(done);
+        }
+    }
     if bytes_y {
         let mut y = b
             .pools
@@ -385,6 +397,54 @@ pub fn execute_blocking(
         timings,
         launches: b.plan.launches().len(),
     })
+}
+
+/// y = A x with x in its matrix's inflow ([`Engine::execute_inflow_into`]),
+/// y read into a buffer of the y pool (decoded to values unless `bytes_y`);
+/// `None` when the inflow belongs to other buffers (the matrix was uploaded
+/// again meanwhile): the caller then converts x from the inflow's bytes.
+fn execute_inflow(
+    engine: &Engine,
+    b: &DeviceBuffers,
+    ix: &crate::xbody::InflowX,
+    bytes_y: bool,
+) -> Result<Option<Executed>, ApiError> {
+    let Some(mut lease) = ix.take() else {
+        return Err(ApiError::internal("x was taken by another call"));
+    };
+    if !lease.belongs_to(b) {
+        ix.give_back(lease);
+        return Ok(None);
+    }
+    let p = b.matrix.precision();
+    let mut y = b.pools.y.take(b.matrix.nrows() * p.bytes());
+    let timings =
+        engine.execute_inflow_into(&b.matrix, &b.plan, lease.inflow_mut(), y.vec_mut())?;
+    drop(lease);
+    let y = match (bytes_y, p) {
+        (true, _) => YVec::Bytes(y.into_bytes()),
+        (false, Precision::F32) => YVec::F32(
+            y.as_ref()
+                .as_chunks::<4>()
+                .0
+                .iter()
+                .map(|c| f32::from_le_bytes(*c))
+                .collect(),
+        ),
+        (false, Precision::F64) => YVec::F64(
+            y.as_ref()
+                .as_chunks::<8>()
+                .0
+                .iter()
+                .map(|c| f64::from_le_bytes(*c))
+                .collect(),
+        ),
+    };
+    Ok(Some(Executed {
+        y,
+        timings,
+        launches: b.plan.launches().len(),
+    }))
 }
 
 struct Inner {

@@ -80,6 +80,7 @@ pub fn tune_blocking(
         matrix,
         plan,
         pools,
+        inflow,
     } = buffers;
     let (plan, planned) = race(engine, &matrix, plan, host, planned, cfg)?;
     Ok((
@@ -87,6 +88,7 @@ pub fn tune_blocking(
             matrix,
             plan,
             pools,
+            inflow,
         },
         planned,
     ))

@@ -130,10 +130,11 @@ async fn execute_cached(
                 ("x-precision" = String, description = "Binary y: f32 or f64 (the width of each value of y)"),
                 ("x-kernel-ms" = f64, description = "Binary y: device kernel time (OpenCL profiling)"),
                 ("x-device-ms" = f64, description = "Binary y: x upload + kernels + y download"),
-                ("x-upload-x-ms" = f64, description = "Binary y: x upload (OpenCL profiling)"),
+                ("x-upload-x-ms" = f64, description = "Binary y: x upload (OpenCL profiling; binary x by matrix_id: every slice, most uploaded while x arrived)"),
+                ("x-upload-x-after-ms" = f64, description = "Binary y: the part of x's upload after its last byte arrived (the last slice of binary x by matrix_id; else all of it)"),
                 ("x-download-y-ms" = f64, description = "Binary y: y download (OpenCL profiling)"),
                 ("x-server-ms" = f64, description = "Binary y: the whole request inside the server"),
-                ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body (binary x by matrix_id on a device: received straight into the buffer x's upload reads, each value checked as it arrives; a first use's set-up not counted)"),
+                ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body (binary x by matrix_id on a device: received straight into the buffer x's upload reads, each value checked as it arrives, its completed slices uploaded meanwhile; a first use's set-up not counted)"),
                 ("x-gbps" = f64, description = "Binary y: minimum bytes of one SpMV / kernel time"),
                 ("x-plan-scheme" = String, description = "Binary y: the plan's scheme (single or U)"),
                 ("x-expected-calls" = u64, description = "Binary y: the calls the plan was chosen for"),
@@ -388,6 +389,7 @@ async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
     put("x-kernel-ms", t.kernel_ms().to_string());
     put("x-device-ms", t.wall_ms().to_string());
     put("x-upload-x-ms", t.upload_x_ms().to_string());
+    put("x-upload-x-after-ms", t.upload_x_after_ms().to_string());
     put("x-download-y-ms", t.download_y_ms().to_string());
     put("x-server-ms", d.server_ms.to_string());
     put("x-read-ms", d.read_ms.to_string());
@@ -437,6 +439,7 @@ async fn json_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
             timings_ms: api::SpmvTimings {
                 kernel: t.kernel_ms(),
                 upload_x: t.upload_x_ms(),
+                upload_x_after: t.upload_x_after_ms(),
                 download_y: t.download_y_ms(),
                 device: t.wall_ms(),
                 setup: d.setup_ms,

@@ -80,6 +80,13 @@ pub struct CopyBandwidth {
     pub median_ms: f64,
     /// `bytes / median time`, GB/s (1e9 bytes per second).
     pub gbps: f64,
+    /// Fastest repetition, ms.
+    pub min_ms: f64,
+    /// `bytes / fastest time`, GB/s: what the device can move when nothing
+    /// else holds it. Other work only ever slows a copy, so this is the
+    /// steadiest estimate of the bound on a loaded machine, and the one the
+    /// planner's SpMV-time bound uses.
+    pub peak_gbps: f64,
 }
 
 /// One OpenCL device with its kernel pool.
@@ -848,10 +855,13 @@ impl Engine {
         }
         let st = TimeStats::from_samples(times, vec![]);
         let moved = (2 * n * 16) as u64;
+        let gbps = |ms: f64| moved as f64 / (ms * 1e-3) / 1e9;
         Ok(CopyBandwidth {
             bytes: moved,
             median_ms: st.median_ms,
-            gbps: moved as f64 / (st.median_ms * 1e-3) / 1e9,
+            gbps: gbps(st.median_ms),
+            min_ms: st.min_ms,
+            peak_gbps: gbps(st.min_ms),
         })
     }
 

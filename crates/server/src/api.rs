@@ -332,6 +332,12 @@ pub struct CopyBandwidth {
     pub bytes: u64,
     /// Median time of one copy, ms.
     pub median_ms: f64,
+    /// GB/s of the fastest copy: the figure the planner bounds an SpMV's
+    /// time with (a copy is only ever slowed by other work, so it is the
+    /// steadiest on a busy machine).
+    pub peak_gbps: f64,
+    /// Fastest time of one copy, ms.
+    pub min_ms: f64,
 }
 
 /// An open OpenCL device.

@@ -1,7 +1,7 @@
 //! Service configuration: command-line flags, each also readable from the
 //! environment, with defaults that work with no configuration at all.
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -206,6 +206,13 @@ pub struct Config {
     #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "auto")]
     pub warp_shuffle: engine::WarpShuffle,
 
+    /// Binary x of an uploaded matrix sent to the device in slices while the
+    /// rest still arrives: auto (on for a device with memory of its own, off
+    /// for a CPU device, where the copies run on the cores that receive the
+    /// body and measured slower end to end), on, off.
+    #[arg(long, env = "SPMV_STREAM_X", value_enum, default_value_t = StreamX::Auto)]
+    pub stream_x: StreamX,
+
     /// Kernel parameter overrides `name=value,...` (see `spmv bench --help`).
     #[arg(long, env = "SPMV_KERNEL_PARAMS")]
     pub kernel_params: Option<String>,
@@ -214,6 +221,28 @@ pub struct Config {
     /// (default: $XDG_CACHE_HOME or ~/.cache, then spmv-select/kernels; `none`: no cache).
     #[arg(long, env = "SPMV_KERNEL_CACHE")]
     pub kernel_cache: Option<PathBuf>,
+}
+
+/// Whether x is uploaded in slices while it arrives ([`Config::stream_x`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamX {
+    /// On for a device that is not a CPU.
+    Auto,
+    /// Always.
+    On,
+    /// Never: x is received whole, then uploaded.
+    Off,
+}
+
+impl StreamX {
+    /// Whether to stream x to a device of this OpenCL type (`cpu`, `gpu`, ...).
+    pub fn on_for(self, device_kind: &str) -> bool {
+        match self {
+            StreamX::Auto => !device_kind.eq_ignore_ascii_case("cpu"),
+            StreamX::On => true,
+            StreamX::Off => false,
+        }
+    }
 }
 
 impl Config {
@@ -294,5 +323,24 @@ impl Limits {
             max_nnz: self.max_nnz,
             max_text_bytes: self.max_decompressed_bytes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_x_auto_streams_to_devices_other_than_cpus() {
+        assert!(!StreamX::Auto.on_for("cpu"));
+        assert!(!StreamX::Auto.on_for("CPU"));
+        assert!(StreamX::Auto.on_for("gpu"));
+        assert!(StreamX::Auto.on_for("accelerator"));
+        assert!(StreamX::On.on_for("cpu"));
+        assert!(!StreamX::Off.on_for("gpu"));
+        assert_eq!(Config::defaults().stream_x, StreamX::Auto);
+        let c = Config::parse_from(["server", "--stream-x", "off"]);
+        assert_eq!(c.stream_x, StreamX::Off);
+        assert!(Config::try_parse_from(["server", "--stream-x", "sometimes"]).is_err());
     }
 }

@@ -70,7 +70,8 @@ impl DeviceState {
                 };
                 let i = engine.info();
                 tracing::info!(device = %i.name, platform = %i.platform, kind = %i.kind,
-                    copy_gbps = copy.as_ref().map(|c| c.gbps), "OpenCL device ready");
+                    copy_gbps = copy.as_ref().map(|c| c.gbps),
+                    peak_copy_gbps = copy.as_ref().map(|c| c.peak_gbps), "OpenCL device ready");
                 DeviceState {
                     info: Some(engine.info().clone()),
                     engine: Some(Arc::new(engine)),
@@ -315,12 +316,15 @@ pub fn cast_checked<T: Scalar>(a: &Csr<f64>) -> Result<Csr<T>, ApiError> {
     Ok(c)
 }
 
-/// Uploads `a` in precision `p` and prepares `planned` (blocking; run on the device worker).
+/// Uploads `a` in precision `p` and prepares `planned` (blocking; run on the
+/// device worker); with `stream_x`, an [`engine::XInflow`] for x to be
+/// uploaded in slices while it arrives (a matrix kept for many calls).
 pub fn upload_blocking(
     engine: &Engine,
     a: &Csr<f64>,
     p: Precision,
     planned: &Planned,
+    stream_x: bool,
 ) -> Result<DeviceBuffers, ApiError> {
     let matrix = engine.upload_finite_as(a, p).map_err(|e| match e {
         EngineError::NonFinite(why) => ApiError::NonFinite(why),
@@ -332,7 +336,11 @@ pub fn upload_blocking(
         &planned.plan,
         LaunchMode::Grouped,
     )?;
-    let inflow = Mutex::new(engine.x_inflow(&matrix)?);
+    let inflow = Mutex::new(if stream_x {
+        engine.x_inflow(&matrix)?
+    } else {
+        None
+    });
     Ok(DeviceBuffers {
         matrix,
         plan,
@@ -481,8 +489,8 @@ impl AppState {
         store: Option<store::Store>,
     ) -> AppState {
         let metrics = Arc::new(Metrics::default());
-        let planner =
-            planner.with_device_figures(device.copy.as_ref().map(|c| c.gbps), device.launch_ms);
+        let planner = planner
+            .with_device_figures(device.copy.as_ref().map(|c| c.peak_gbps), device.launch_ms);
         let slot = Arc::new(DeviceSlot::new(
             &device,
             config.engine_config(),
@@ -893,9 +901,11 @@ impl AppState {
         };
         let m2 = m.clone();
         let tune = self.0.config.tune_config();
+        let stream_x = self.0.config.stream_x;
         let (buffers, planned, generation) = self
             .on_device_at(None, move |engine, g| {
-                let b = upload_blocking(engine, &m2.host, p, &planned)?;
+                let stream = stream_x.on_for(&engine.info().kind);
+                let b = upload_blocking(engine, &m2.host, p, &planned, stream)?;
                 let (b, planned) = crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)?;
                 Ok((b, planned, g))
             })

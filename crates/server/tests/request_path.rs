@@ -141,11 +141,17 @@ fn check(a: &Csr<f64>, x: &[f64], y: &[f64], p: &str) {
 /// A device app without a database and a random matrix (rows, cols, seed)
 /// uploaded to it, with its id; `None` where the test may skip (no device,
 /// outside CI).
-async fn with_matrix(
+async fn with_matrix(test: &str, dims: (usize, usize, u64)) -> Option<(Router, Csr<f64>, String)> {
+    with_matrix_on(test, &["--no-database"], dims).await
+}
+
+/// As [`with_matrix`], the app started with `flags`.
+async fn with_matrix_on(
     test: &str,
+    flags: &[&str],
     (rows, cols, seed): (usize, usize, u64),
 ) -> Option<(Router, Csr<f64>, String)> {
-    let (app, _) = device_app(test, &["--no-database"]).await?;
+    let (app, _) = device_app(test, flags).await?;
     let a = random_matrix(rows, cols, seed);
     let id = upload(&app, &a).await;
     Some((app, a, id))
@@ -410,6 +416,10 @@ async fn a_slow_body_does_not_hold_up_another_call_on_the_same_matrix() {
 /// while the rest still arrives.
 const WIDE: (usize, usize) = (300, 300_000);
 
+/// x streamed to the device whatever its type (the default streams it only
+/// to a device that is not a CPU).
+const STREAM_X: &[&str] = &["--no-database", "--stream-x", "on"];
+
 /// Chunk sizes for a wide x: values split, slices completed mid-chunk.
 const WIDE_CHUNKS: [usize; 5] = [1, 100_003, 7, 262_147, 5];
 
@@ -446,7 +456,7 @@ async fn wide_call_through_inflow(app: &Router, (a, id): (&Csr<f64>, &str), p: &
 #[tokio::test]
 async fn a_wide_x_is_uploaded_while_it_arrives_and_gives_the_reference_y() {
     let test = "a_wide_x_is_uploaded_while_it_arrives_and_gives_the_reference_y";
-    let Some((app, a, id)) = with_matrix(test, (WIDE.0, WIDE.1, 60)).await else {
+    let Some((app, a, id)) = with_matrix_on(test, STREAM_X, (WIDE.0, WIDE.1, 60)).await else {
         return;
     };
     for p in ["f64", "f32"] {
@@ -467,9 +477,28 @@ async fn a_wide_x_is_uploaded_while_it_arrives_and_gives_the_reference_y() {
 }
 
 #[tokio::test]
+async fn with_stream_x_off_a_wide_x_is_uploaded_whole_after_its_last_byte() {
+    let test = "with_stream_x_off_a_wide_x_is_uploaded_whole_after_its_last_byte";
+    let flags = &["--no-database", "--stream-x", "off"];
+    let Some((app, a, id)) = with_matrix_on(test, flags, (WIDE.0, WIDE.1, 65)).await else {
+        return;
+    };
+    for p in ["f64", "f32"] {
+        let x = random_x(a.ncols(), 66);
+        let r = send(&app, paced_x_request(&id, p, &le_bytes(&x, p), true, true)).await;
+        check(&a, &x, &y_from(&r, p, true), p);
+        let (after, all) = upload_split(&r);
+        assert_eq!(
+            after, all,
+            "{p}: no inflow, so all of x's upload comes after it arrived"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_wide_x_of_the_wrong_length_or_not_finite_is_refused_and_the_inflow_serves_on() {
     let test = "a_wide_x_of_the_wrong_length_or_not_finite_is_refused_and_the_inflow_serves_on";
-    let Some((app, a, id)) = with_matrix(test, (WIDE.0, WIDE.1, 70)).await else {
+    let Some((app, a, id)) = with_matrix_on(test, STREAM_X, (WIDE.0, WIDE.1, 70)).await else {
         return;
     };
     for p in ["f64", "f32"] {
@@ -508,7 +537,7 @@ async fn a_wide_x_of_the_wrong_length_or_not_finite_is_refused_and_the_inflow_se
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_wide_calls_on_one_matrix_each_get_their_own_y() {
     let test = "concurrent_wide_calls_on_one_matrix_each_get_their_own_y";
-    let Some((app, a, id)) = with_matrix(test, (WIDE.0, WIDE.1, 80)).await else {
+    let Some((app, a, id)) = with_matrix_on(test, STREAM_X, (WIDE.0, WIDE.1, 80)).await else {
         return;
     };
     for p in ["f64", "f32"] {

@@ -19,7 +19,8 @@ use std::time::Instant;
 pub struct FirstCallSetup {
     /// Analysis costs: calibrated on the host, launch cost measured on the device.
     pub costs: AnalysisCosts,
-    /// The device's copy bandwidth (GB/s), when measured.
+    /// The device's copy bandwidth (GB/s), when measured: the fastest of
+    /// the copies timed, as the server takes it (`CopyBandwidth::peak_gbps`).
     pub copy_gbps: Option<f64>,
 }
 
@@ -57,7 +58,7 @@ impl FirstCallSetup {
             if let Ok(l) = e.launch_prepare_ms() {
                 costs = costs.with_launch_ms(l, &format!("{l:.4} ms measured on the device"));
             }
-            copy_gbps = e.copy_bandwidth(64 << 20, 3).ok().map(|b| b.gbps);
+            copy_gbps = e.copy_bandwidth(64 << 20, 3).ok().map(|b| b.peak_gbps);
         }
         FirstCallSetup { costs, copy_gbps }
     }

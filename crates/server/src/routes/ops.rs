@@ -95,6 +95,8 @@ pub async fn device(State(s): State<AppState>) -> Json<api::DeviceReport> {
                 gbps: c.gbps,
                 bytes: c.bytes,
                 median_ms: c.median_ms,
+                peak_gbps: c.peak_gbps,
+                min_ms: c.min_ms,
             }),
         })),
         None => api::DeviceReport::Down(api::DeviceDown {

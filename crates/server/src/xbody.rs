@@ -1,8 +1,8 @@
 //! Binary x for an uploaded matrix (`application/octet-stream` with
 //! `?matrix_id=`), received chunk by chunk straight into the buffer the
-//! device's upload reads: the matrix's [`XInflow`] when no other request
-//! holds it, whose completed slices go to the device while the rest still
-//! arrives, else a reused host buffer (see [`crate::pool`]) uploaded once
+//! device's upload reads: the matrix's [`XInflow`] (where x is streamed,
+//! `--stream-x`) when no other request holds it, whose completed slices go
+//! to the device while the rest still arrives, else a reused host buffer (see [`crate::pool`]) uploaded once
 //! whole. Receiving overlaps the copy and the finite check, and no other
 //! host copy of x is made. Values split across chunks are checked once whole.
 

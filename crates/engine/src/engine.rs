@@ -654,22 +654,7 @@ impl Engine {
             up = Some(ev);
         }
         let mut checked = Ok(());
-        let read = |ev: &mut Event| -> Result<()> {
-            // SAFETY: `y` holds exactly the buffer's `nrows * T::BYTES` bytes
-            // and is not touched until the queue has finished.
-            unsafe {
-                ocl::core::enqueue_read_buffer(
-                    self.queue.as_core(),
-                    m.y.as_core(),
-                    false,
-                    0,
-                    &mut y[..],
-                    None::<ocl::core::Event>,
-                    Some(ev),
-                )?;
-            }
-            Ok(())
-        };
+        let read = |ev: &mut Event| self.enqueue_read_y_le(m, &mut y[..], ev);
         let timings = self.run_and_read(m, pp, (t0, None), up, read, || {
             drop(gate);
             checked = check_x()
@@ -682,6 +667,31 @@ impl Engine {
     /// device known; OpenCL lets a device say otherwise).
     pub(crate) fn device_little_endian(&self) -> bool {
         self.little_endian
+    }
+
+    /// Enqueues the read of `m`'s y into `y`, its little-endian bytes,
+    /// without blocking; `y` must hold exactly `nrows * T::BYTES` bytes and is
+    /// not to be touched until the queue has finished.
+    pub(crate) fn enqueue_read_y_le<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        y: &mut [u8],
+        ev: &mut Event,
+    ) -> Result<()> {
+        // SAFETY: the caller keeps `y` (the buffer's size) untouched until
+        // the queue has finished.
+        unsafe {
+            ocl::core::enqueue_read_buffer(
+                self.queue.as_core(),
+                m.y.as_core(),
+                false,
+                0,
+                y,
+                None::<ocl::core::Event>,
+                Some(ev),
+            )?;
+        }
+        Ok(())
     }
 
     /// The rest of one call once x's upload (`up`) is enqueued: zeroes y when

@@ -255,22 +255,7 @@ impl Engine {
             x.sent = x.len();
             up = x.parts.pop();
         }
-        let read = |ev: &mut Event| -> Result<()> {
-            // SAFETY: `y` holds exactly the buffer's `nrows * T::BYTES` bytes
-            // and is not touched until the queue has finished.
-            unsafe {
-                ocl::core::enqueue_read_buffer(
-                    self.queue().as_core(),
-                    m.y.as_core(),
-                    false,
-                    0,
-                    &mut y[..],
-                    None::<ocl::core::Event>,
-                    Some(ev),
-                )?;
-            }
-            Ok(())
-        };
+        let read = |ev: &mut Event| self.enqueue_read_y_le(m, &mut y[..], ev);
         let device = x.device.as_core().clone();
         let tail = up.clone();
         let mut t = self.run_and_read(m, pp, (t0, Some(&device)), up, read, || drop(gate))?;

@@ -80,6 +80,8 @@ pub struct EvalRow {
     pub best_single: KernelId,
     /// Its time.
     pub best_single_ms: f64,
+    /// Every single kernel's time on the whole matrix (NaN where unknown).
+    pub singles: Vec<(KernelId, f64)>,
     /// Slowest single kernel.
     pub worst_single: KernelId,
     /// Its time.
@@ -162,6 +164,30 @@ impl EvalRow {
     pub fn tuned_oracle_ratio(&self) -> f64 {
         self.oracle_ms / self.tuned_ms()
     }
+
+    /// One single kernel's time on the whole matrix (NaN when unknown).
+    pub fn single_ms(&self, k: KernelId) -> f64 {
+        self.singles
+            .iter()
+            .find(|s| s.0 == k)
+            .map_or(f64::NAN, |s| s.1)
+    }
+}
+
+/// The one kernel a user without a selector would run on every matrix: the
+/// single kernel of the best geometric-mean time over `rows`, among those
+/// timed on all of them (chosen in hindsight on the evaluated matrices, so
+/// the strongest such baseline); `None` when no kernel was timed on all.
+pub fn fixed_kernel(rows: &[EvalRow]) -> Option<KernelId> {
+    KernelId::all()
+        .into_iter()
+        .filter(|&k| {
+            rows.iter()
+                .all(|r| r.single_ms(k).is_finite() && r.single_ms(k) > 0.0)
+        })
+        .map(|k| (k, geomean(rows.iter().map(|r| r.single_ms(k)))))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(k, _)| k)
 }
 
 /// The margin by which the service's upload tuning wants a single kernel to beat
@@ -411,6 +437,7 @@ fn assemble(m: Measured<'_>) -> EvalRow {
         oracle_ms,
         best_single: best.0,
         best_single_ms: best.1,
+        singles: m.singles.clone(),
         worst_single: worst.0,
         worst_single_ms: worst.1,
         serial_ms: single(KernelId::Serial),
@@ -617,6 +644,29 @@ pub struct Summary {
     pub worst_matrix_tuned: String,
     /// Matrices where tuning replaced the model's plan by a single kernel.
     pub tuning_switched: usize,
+    /// The best fixed kernel ([`fixed_kernel`]; empty when none was timed on
+    /// every matrix).
+    pub fixed_kernel: String,
+    /// Geometric mean of fixed kernel / predicted.
+    pub geomean_speedup_vs_fixed_kernel: f64,
+    /// Matrices where the predicted plan beats the fixed kernel.
+    pub beats_fixed_kernel: usize,
+    /// Geometric-mean speedups of the tuned plan (an uploaded matrix as the
+    /// service runs it): over the fixed kernel, the rule baseline and
+    /// CSR-Adaptive.
+    pub geomean_speedup_tuned_vs_fixed_kernel: f64,
+    /// Over the rule baseline.
+    pub geomean_speedup_tuned_vs_rule: f64,
+    /// Over CSR-Adaptive alone.
+    pub geomean_speedup_tuned_vs_csr_adaptive: f64,
+    /// Matrices where the tuned plan beats the fixed kernel.
+    pub beats_fixed_kernel_tuned: usize,
+    /// The least fixed kernel / tuned over the matrices, and its matrix.
+    pub worst_tuned_vs_fixed_kernel: f64,
+    /// Its matrix.
+    pub worst_matrix_tuned_vs_fixed_kernel: String,
+    /// The least best single kernel (per matrix) / tuned.
+    pub worst_tuned_vs_best_single: f64,
     /// The performance model's predictions against the measured times (`None`
     /// when the model has no performance model).
     pub perf: Option<crate::perf_eval::PerfSummary>,
@@ -643,6 +693,16 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
     let worst_tuned = rows
         .iter()
         .min_by(|a, b| a.tuned_oracle_ratio().total_cmp(&b.tuned_oracle_ratio()));
+    let fixed = fixed_kernel(rows);
+    let fixed_ms = |r: &EvalRow| fixed.map_or(f64::NAN, |k| r.single_ms(k));
+    let tuned_sp = |f: &dyn Fn(&EvalRow) -> f64| geomean(rows.iter().map(|r| f(r) / r.tuned_ms()));
+    let worst_vs_fixed = rows
+        .iter()
+        .map(|r| (r, fixed_ms(r) / r.tuned_ms()))
+        .filter(|(_, v)| v.is_finite())
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let least =
+        |v: &mut dyn Iterator<Item = f64>| v.filter(|x| x.is_finite()).fold(f64::NAN, f64::min);
     Summary {
         matrices: rows.len(),
         geomean_oracle_ratio: geomean(rows.iter().map(|r| r.oracle_ratio())),
@@ -702,6 +762,19 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
             .iter()
             .filter(|r| r.tuned_ms() < r.predicted_ms)
             .count(),
+        fixed_kernel: fixed.map_or(String::new(), |k| k.name().to_string()),
+        geomean_speedup_vs_fixed_kernel: geomean(rows.iter().map(|r| fixed_ms(r) / r.predicted_ms)),
+        beats_fixed_kernel: rows.iter().filter(|r| r.predicted_ms < fixed_ms(r)).count(),
+        geomean_speedup_tuned_vs_fixed_kernel: tuned_sp(&fixed_ms),
+        geomean_speedup_tuned_vs_rule: tuned_sp(&|r| r.rule_ms),
+        geomean_speedup_tuned_vs_csr_adaptive: tuned_sp(&|r| r.csr_adaptive_ms),
+        beats_fixed_kernel_tuned: rows.iter().filter(|r| r.tuned_ms() < fixed_ms(r)).count(),
+        worst_tuned_vs_fixed_kernel: worst_vs_fixed.map_or(f64::NAN, |w| w.1),
+        worst_matrix_tuned_vs_fixed_kernel: worst_vs_fixed
+            .map_or(String::new(), |w| w.0.matrix.clone()),
+        worst_tuned_vs_best_single: least(
+            &mut rows.iter().map(|r| r.best_single_ms / r.tuned_ms()),
+        ),
         perf: None,
     }
 }
@@ -1092,5 +1165,90 @@ mod tests {
         .unwrap();
         assert_eq!(timed, [2, 2, 2, 0]);
         assert_eq!(t, vec![0.0, 1.0, 2.0, 2.0]);
+    }
+
+    /// A row with only the model plan's and the single kernels' times.
+    fn row(name: &str, predicted_ms: f64, singles: &[(KernelId, f64)]) -> EvalRow {
+        let best = singles
+            .iter()
+            .copied()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap();
+        let nan = f64::NAN;
+        EvalRow {
+            matrix: name.into(),
+            source: "test".into(),
+            nrows: 1,
+            ncols: 1,
+            nnz: 1,
+            overhead_ms: nan,
+            features_ms: nan,
+            prepare_ms: nan,
+            first_call_plan: String::new(),
+            first_call_ms: nan,
+            first_call_overhead_ms: nan,
+            first_call_same_plan: true,
+            first_call_features: false,
+            first_call_eager_plan: String::new(),
+            first_call_eager_ms: nan,
+            first_call_eager_overhead_ms: nan,
+            e2e_first_ms: nan,
+            e2e_oracle_ms: nan,
+            predicted_scheme: Scheme::Single,
+            predicted_ms,
+            oracle_scheme: Scheme::Single,
+            oracle_ms: best.1.min(predicted_ms),
+            best_single: best.0,
+            best_single_ms: best.1,
+            singles: singles.to_vec(),
+            worst_single: best.0,
+            worst_single_ms: nan,
+            serial_ms: nan,
+            vector_ms: nan,
+            csr_adaptive_ms: 2.0 * predicted_ms,
+            rule_ms: predicted_ms,
+            stage2_hits: 0,
+            stage2_bins: 0,
+            bound_ms: nan,
+            cusparse_ms: nan,
+            cusparse_cupy_ms: nan,
+            timing: "stored",
+        }
+    }
+
+    #[test]
+    fn the_fixed_kernel_is_the_best_on_geomean_over_kernels_timed_everywhere() {
+        use KernelId::{Serial, Vector};
+        let sub = KernelId::all()
+            .into_iter()
+            .find(|k| !matches!(k, Serial | Vector))
+            .unwrap();
+        // Serial wins two matrices narrowly and loses one by 10x; vector is
+        // steady; the third kernel is fastest where timed but misses one.
+        let rows = vec![
+            row("a", 1.0, &[(Serial, 1.0), (Vector, 1.2), (sub, 0.5)]),
+            row("b", 1.0, &[(Serial, 1.0), (Vector, 1.2), (sub, 0.5)]),
+            row("c", 1.0, &[(Serial, 10.0), (Vector, 1.0), (sub, f64::NAN)]),
+        ];
+        assert_eq!(fixed_kernel(&rows), Some(Vector));
+        let s = summarize(&rows);
+        assert_eq!(s.fixed_kernel, Vector.name());
+        // The model plan (1.0 everywhere) against vector: 1.2, 1.2, 1.0.
+        assert!((s.geomean_speedup_vs_fixed_kernel - 1.44f64.powf(1.0 / 3.0)).abs() < 1e-12);
+        assert_eq!(s.beats_fixed_kernel, 2);
+        // Tuning switches a and b to the 2x faster kernel; c stays (a tie
+        // with vector, not a win).
+        assert_eq!(s.tuning_switched, 2);
+        assert_eq!(s.beats_fixed_kernel_tuned, 2);
+        assert!((s.worst_tuned_vs_fixed_kernel - 1.0).abs() < 1e-12);
+        assert_eq!(s.worst_matrix_tuned_vs_fixed_kernel, "c");
+        assert!((s.geomean_speedup_tuned_vs_rule - 4f64.powf(1.0 / 3.0)).abs() < 1e-12);
+        assert!(
+            (s.geomean_speedup_tuned_vs_csr_adaptive - 2.0 * 4f64.powf(1.0 / 3.0)).abs() < 1e-12
+        );
+        assert!((s.worst_tuned_vs_best_single - 1.0).abs() < 1e-12);
+        assert!(
+            fixed_kernel(&[row("d", 1.0, &[(Serial, f64::NAN), (Vector, f64::NAN)])]).is_none()
+        );
     }
 }

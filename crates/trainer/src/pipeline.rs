@@ -621,6 +621,15 @@ pub fn print_summary(tag: &str, s: &Summary) {
         s.geomean_speedup_vs_csr_adaptive, s.beats_csr_adaptive, s.geomean_speedup_vs_rule, s.beats_rule,
         s.geomean_speedup_vs_best_single, s.beats_best_single, s.geomean_speedup_vs_worst_single
     );
+    println!(
+        "   best fixed kernel ({}, one kernel on every matrix): model plan {:.3}x ({} of {} won), tuned {:.3}x ({} won), tuned worst {:.3} ({}); tuned vs rule {:.3}x, vs CSR-Adaptive {:.3}x, worst vs the best single kernel {:.3}",
+        if s.fixed_kernel.is_empty() { "none timed on every matrix" } else { &s.fixed_kernel },
+        s.geomean_speedup_vs_fixed_kernel, s.beats_fixed_kernel, s.matrices,
+        s.geomean_speedup_tuned_vs_fixed_kernel, s.beats_fixed_kernel_tuned,
+        s.worst_tuned_vs_fixed_kernel, s.worst_matrix_tuned_vs_fixed_kernel,
+        s.geomean_speedup_tuned_vs_rule, s.geomean_speedup_tuned_vs_csr_adaptive,
+        s.worst_tuned_vs_best_single
+    );
     if let Some(p) = &s.perf {
         println!("   {}", p.line());
     }

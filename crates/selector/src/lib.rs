@@ -30,6 +30,7 @@
 //! sees matrices only through `sparse::Features` and a CSR row pointer.
 
 mod amortise;
+mod calibration;
 mod device;
 mod error;
 mod eval;
@@ -55,6 +56,7 @@ pub use amortise::{
     AmortiseContext, Amortised, AnalysisCosts, Candidate, Planning, BINNED_GAIN_BOUND,
     DEFAULT_LAUNCH_MS, MIN_CALLS_WITHOUT_ESTIMATE,
 };
+pub use calibration::{Calibration, CalibrationNote, Factor};
 pub use device::{DeviceClass, DeviceIdentity, DeviceType, Simd};
 pub use error::SelectorError;
 pub use eval::{

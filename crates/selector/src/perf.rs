@@ -225,6 +225,19 @@ pub struct TimePrediction {
     pub best_single: Estimate,
     /// What the band means, or why there is none.
     pub band: String,
+    /// The factor learned from this device's own measurements, when the
+    /// times were scaled by one ([`crate::Calibration`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::CalibrationNote>,
+}
+
+impl Estimate {
+    /// Scales the time and its band by `factor`.
+    pub fn scale(&mut self, factor: f64) {
+        self.ms *= factor;
+        self.low_ms = self.low_ms.map(|t| t * factor);
+        self.high_ms = self.high_ms.map(|t| t * factor);
+    }
 }
 
 /// Fits the performance model on timed plans in the [`PerfForm::Relative`]
@@ -481,6 +494,7 @@ impl PerfModel {
                 ),
                 None => "no held-out error band recorded for this model".into(),
             },
+            calibration: None,
         })
     }
 }

@@ -258,6 +258,32 @@ pub struct TimePredictionDoc {
     best_single: EstimateDoc,
     /// What the band means and where it was measured, or why there is none.
     band: String,
+    /// Present when the times were scaled by what this device has measured:
+    /// the plan's factor (measured / predicted, the median over the kept
+    /// observations near its predicted time, or over all of them), how many
+    /// it rests on, the model's own prediction of the plan, and how many are
+    /// kept. Absent until at least 3 timed plans have been seen (the upload
+    /// tuning races and /spmv calls of uploaded matrices feed it).
+    calibration: Option<CalibrationDoc>,
+}
+
+/// The device's correction of the performance model.
+#[derive(ToSchema)]
+#[schema(as = Calibration)]
+#[allow(dead_code)]
+pub struct CalibrationDoc {
+    /// measured / predicted applied to the plan's time (the best single
+    /// kernel's has its own, by the same rule).
+    factor: f64,
+    /// Observations the factor is the median of.
+    observations: usize,
+    /// Whether those are the observations within 4x of the plan's predicted
+    /// time (false: all of them, too few being near).
+    near: bool,
+    /// The model's own prediction of the plan, ms.
+    uncalibrated_plan_ms: f64,
+    /// Observations kept in all (one per matrix, precision and plan; the 512 newest).
+    kept: usize,
 }
 
 /// Which way a test went: every test reads `value < threshold`, left when true.

@@ -14,7 +14,7 @@ use selector::{
     TimePrediction,
 };
 use serde::Serialize;
-use sparse::{Binning, Csr, Features, Plan, Scheme};
+use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -359,6 +359,20 @@ impl Planner {
             Selector::Model(m) => m.predict_time(features, plan, binning),
             Selector::Rule => None,
         }
+    }
+
+    /// The performance model's own prediction (ms) of one kernel alone over a
+    /// matrix with these features; `None` without a performance model or for
+    /// a kernel it does not know.
+    pub fn predict_single(&self, p: Precision, features: &Features, k: KernelId) -> Option<f64> {
+        let Selector::Model(m) = &self.pair(p).0 else {
+            return None;
+        };
+        let perf = m.perf()?;
+        perf.kernels()
+            .contains(&k)
+            .then(|| perf.predict_ms(&selector::single_vector(features, k)))
+            .filter(|t| t.is_finite())
     }
 
     /// A planner with the rule only (for tests and a server without models).

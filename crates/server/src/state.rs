@@ -160,6 +160,10 @@ pub struct Ready {
     pub device_bytes: u64,
     /// Time spent planning, uploading and preparing, in milliseconds.
     pub setup_ms: f64,
+    /// The performance model's own prediction of the plan kept (ms), and the
+    /// key its measurements are kept under in the device's calibration (the
+    /// same as its tuning race's); `None` without a performance model.
+    pub predicted: Option<(String, f64)>,
 }
 
 /// An uploaded matrix: the host copy (for verification and other precisions),
@@ -468,6 +472,8 @@ struct Inner {
     keys: crate::auth::Keys,
     id_secret: [u8; 32],
     probe: crate::ready::ProbeCache,
+    /// measured / predicted on this device, per precision (f32, f64).
+    calibration: [Mutex<selector::Calibration>; 2],
     work: Arc<tokio::sync::Semaphore>,
     metrics: Arc<Metrics>,
     budget: MemoryBudget,
@@ -525,6 +531,7 @@ impl AppState {
             keys,
             id_secret,
             probe: Default::default(),
+            calibration: Default::default(),
             work: Arc::new(tokio::sync::Semaphore::new(config.max_in_flight.max(1))),
             limits: Limits::from(&config),
             cache: Mutex::new(ByteLru::new(config.cache_bytes)),
@@ -603,6 +610,27 @@ impl AppState {
         &self.0.device
     }
     /// The plan selector.
+    /// Keeps one measured time of a plan the performance model predicted
+    /// (see [`selector::Calibration`]).
+    pub fn observe_time(&self, p: Precision, key: &str, predicted_ms: f64, measured_ms: f64) {
+        self.calibration(p).observe(key, predicted_ms, measured_ms);
+    }
+
+    /// A prediction scaled by what this device has measured.
+    pub fn calibrate(&self, p: Precision, t: selector::TimePrediction) -> selector::TimePrediction {
+        self.calibration(p).apply(t)
+    }
+
+    fn calibration(&self, p: Precision) -> std::sync::MutexGuard<'_, selector::Calibration> {
+        let i = match p {
+            Precision::F32 => 0,
+            Precision::F64 => 1,
+        };
+        self.0.calibration[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn planner(&self) -> &Planner {
         &self.0.planner
     }
@@ -899,6 +927,10 @@ impl AppState {
                 .await
                 .map_err(ApiError::internal)?
         };
+        let model_ms = self
+            .planner()
+            .predict_time(p, m.features(), &planned.plan, &planned.binning)
+            .map(|t| t.plan.ms);
         let m2 = m.clone();
         let tune = self.0.config.tune_config();
         let stream_x = self.0.config.stream_x;
@@ -911,6 +943,7 @@ impl AppState {
             })
             .await?;
         let dev_bytes = ready_bytes(&m.host, p, &planned);
+        let predicted = self.observe_tuning(m, p, &planned, model_ms);
         let ready = Arc::new(Ready {
             precision: p,
             planned,
@@ -918,8 +951,42 @@ impl AppState {
             generation,
             device_bytes: dev_bytes,
             setup_ms: t0.elapsed().as_secs_f64() * 1e3,
+            predicted,
         });
         self.keep_ready(m, ready)
+    }
+
+    /// Keeps the tuning race's times against the performance model's
+    /// predictions (`model_ms`: of the model's plan), and returns the key and
+    /// prediction of the plan kept, whose /spmv times are kept under it.
+    fn observe_tuning(
+        &self,
+        m: &StoredMatrix,
+        p: Precision,
+        planned: &Planned,
+        model_ms: Option<f64>,
+    ) -> Option<(String, f64)> {
+        let model_ms = model_ms?;
+        let predicted = |name: &str| match name {
+            "model" => Some(model_ms),
+            k => k
+                .parse::<sparse::KernelId>()
+                .ok()
+                .and_then(|k| self.planner().predict_single(p, m.features(), k)),
+        };
+        let key = |name: &str| format!("{}/{name}", m.id);
+        let chosen = match &planned.tuning {
+            Some(t) => {
+                for c in &t.candidates {
+                    if let (Some(ms), Some(pred)) = (c.kernel_ms, predicted(&c.plan)) {
+                        self.observe_time(p, &key(&c.plan), pred, ms);
+                    }
+                }
+                t.chosen.as_str()
+            }
+            None => "model",
+        };
+        Some((key(chosen), predicted(chosen)?))
     }
 
     /// Attaches freshly uploaded device state to `m` and charges it to the

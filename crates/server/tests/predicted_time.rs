@@ -138,3 +138,66 @@ async fn predict_says_null_without_a_performance_model() {
     assert_eq!(v["model"]["kind"], "rule", "{v}");
     assert!(v["predicted_ms"].is_null(), "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predictions_are_scaled_by_what_the_device_has_measured() {
+    let test = "predictions_are_scaled_by_what_the_device_has_measured";
+    if !have_device(test) {
+        return;
+    }
+    let dev = device();
+    let planner = Planner::from_models(models_with_perf(), &dev.identity().unwrap());
+    let (app, _) = app_with_planner(config(&["--no-database"]), dev, planner).await;
+    let predict = |a: &sparse::Csr<f64>| {
+        let body = mm_text(a);
+        let app = app.clone();
+        async move {
+            send(&app, post("/predict?precision=f64", "text/plain", body))
+                .await
+                .json_ok("/predict")["predicted_ms"]
+                .clone()
+        }
+    };
+    let a = random_matrix(400, 400, 31);
+    // Nothing measured yet: the model's own times.
+    let before = predict(&a).await;
+    assert!(before["calibration"].is_null(), "{before}");
+    let raw = before["plan"]["ms"].as_f64().unwrap();
+
+    // An upload's tuning race times the model's plan and each kernel alone;
+    // each /spmv on it times the plan kept again (one observation, replaced).
+    let up = send(
+        &app,
+        post("/matrices?precision=f64", "text/plain", mm_text(&a)),
+    )
+    .await;
+    assert_eq!(up.status, 201, "{}", String::from_utf8_lossy(&up.body));
+    let id = up.json()["id"].as_str().unwrap().to_string();
+    for _ in 0..3 {
+        let x = random_x(400, 5);
+        let body = serde_json::json!({"matrix_id": id, "x": x});
+        send(&app, post_json("/spmv?precision=f64", body))
+            .await
+            .json_ok("/spmv");
+    }
+
+    let after = predict(&a).await;
+    let c = &after["calibration"];
+    assert!(c.is_object(), "{after}");
+    assert_eq!(c["uncalibrated_plan_ms"].as_f64(), Some(raw), "{after}");
+    let factor = c["factor"].as_f64().unwrap();
+    assert!((0.25..=4.0).contains(&factor), "{after}");
+    let ms = after["plan"]["ms"].as_f64().unwrap();
+    assert!((ms - raw * factor).abs() <= 1e-12 * raw.max(1.0), "{after}");
+    assert!(
+        (after["plan"]["low_ms"].as_f64().unwrap() - ms * 0.9).abs() < 1e-12,
+        "{after}"
+    );
+    let kept = c["kept"].as_u64().unwrap();
+    // Every kernel the model knows raced (the tuning budget is ample for a
+    // 400-row matrix), and the model's plan; /spmv added none of its own.
+    assert!(kept >= 3, "{after}");
+    assert!(c["observations"].as_u64().unwrap() <= kept, "{after}");
+    // The made-up model is not this device: its times moved.
+    assert_ne!(factor, 1.0, "{after}");
+}

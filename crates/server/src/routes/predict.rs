@@ -57,7 +57,8 @@ pub async fn predict(r: Incoming) -> Result<Response, ApiError> {
         let planned = s2.plan(&m, p, explain);
         let predicted = s2
             .planner()
-            .predict_time(p, m.features(), &planned.plan, &planned.binning);
+            .predict_time(p, m.features(), &planned.plan, &planned.binning)
+            .map(|t| s2.calibrate(p, t));
         Ok((m, planned, predicted, ms(t)))
     })
     .await?;

@@ -72,11 +72,14 @@ async fn execute_cached(
             .await;
         match run {
             Ok(exec) => {
+                if let Some((key, predicted)) = &ready.predicted {
+                    s.observe_time(p, key, *predicted, exec.timings.kernel_ms());
+                }
                 return Ok((
                     ready.planned.clone(),
                     exec,
                     created.then_some(ready.setup_ms),
-                ))
+                ));
             }
             Err(ApiError::Recovering { .. }) if !retried && s.device_slot().is_up() => {
                 retried = true;

@@ -495,6 +495,11 @@ pub fn evaluate_stored(
         if plan.kernels.is_empty() {
             return 0.0;
         }
+        // A plan the engine runs as one kernel over every row (its bins all
+        // chose that kernel) is that kernel alone, as a live evaluation
+        // times it ([`time_distinct`]); not the sum of its bins' launches.
+        let single = as_one_kernel(a.row_ptr(), plan);
+        let plan = single.as_ref().unwrap_or(plan);
         store::canonical_plan_json(plan)
             .ok()
             .and_then(|k| plan_times.get(&k).copied())
@@ -546,6 +551,23 @@ pub fn evaluate_stored(
         },
         timing: "stored",
     }))
+}
+
+/// `Plan::single(k)` when the engine runs `plan` exactly as it runs kernel
+/// `k` alone over the whole matrix (the same launches over the same rows),
+/// else `None`.
+fn as_one_kernel(row_ptr: &[u32], plan: &Plan) -> Option<Plan> {
+    let k = plan.kernels.first()?.1;
+    if plan.scheme == Scheme::Single || plan.kernels.iter().any(|b| b.1 != k) {
+        return None;
+    }
+    let single = Plan::single(k);
+    let key = |p: &Plan| {
+        let b = Binning::new(row_ptr, p.scheme);
+        engine::launch_key(&b, p, engine::LaunchMode::default()).ok()
+    };
+    let (own, alone) = (key(plan)?, key(&single)?);
+    (own == alone).then_some(single)
 }
 
 fn geomean(v: impl Iterator<Item = f64>) -> f64 {
@@ -1249,6 +1271,28 @@ mod tests {
         assert!((s.worst_tuned_vs_best_single - 1.0).abs() < 1e-12);
         assert!(
             fixed_kernel(&[row("d", 1.0, &[(Serial, f64::NAN), (Vector, f64::NAN)])]).is_none()
+        );
+    }
+
+    #[test]
+    fn a_binned_plan_of_one_kernel_is_priced_as_that_kernel_alone() {
+        let a = sparse::gen::power_law(2000, 10.0, 3).unwrap();
+        let binned = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+        let all_serial = Plan::uniform(&binned, KernelId::Serial);
+        assert_eq!(
+            as_one_kernel(a.row_ptr(), &all_serial),
+            Some(Plan::single(KernelId::Serial))
+        );
+        let mut mixed = all_serial.clone();
+        mixed.kernels[0].1 = KernelId::Vector;
+        assert_eq!(as_one_kernel(a.row_ptr(), &mixed), None);
+        // A plan over only some of the rows is not the kernel alone.
+        let mut part = all_serial.clone();
+        part.kernels.truncate(1);
+        assert_eq!(as_one_kernel(a.row_ptr(), &part), None);
+        assert_eq!(
+            as_one_kernel(a.row_ptr(), &Plan::single(KernelId::Vector)),
+            None
         );
     }
 }

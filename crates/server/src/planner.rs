@@ -361,14 +361,35 @@ impl Planner {
         }
     }
 
+    /// The performance model of the selector for `p`, if it has one.
+    fn perf(&self, p: Precision) -> Option<&selector::PerfModel> {
+        match &self.pair(p).0 {
+            Selector::Model(m) => m.perf(),
+            Selector::Rule => None,
+        }
+    }
+
+    /// The performance model's own prediction (ms) of `plan` alone (the
+    /// plan's part of [`Planner::predict_time`], without the best single
+    /// kernel's); `None` as there.
+    pub fn predict_plan_ms(
+        &self,
+        p: Precision,
+        features: &Features,
+        plan: &Plan,
+        binning: &Binning,
+    ) -> Option<f64> {
+        let perf = self.perf(p)?;
+        selector::plan_vector(features, plan, binning)
+            .map(|x| perf.predict_ms(&x))
+            .filter(|t| !t.is_nan())
+    }
+
     /// The performance model's own prediction (ms) of one kernel alone over a
     /// matrix with these features; `None` without a performance model or for
     /// a kernel it does not know.
     pub fn predict_single(&self, p: Precision, features: &Features, k: KernelId) -> Option<f64> {
-        let Selector::Model(m) = &self.pair(p).0 else {
-            return None;
-        };
-        let perf = m.perf()?;
+        let perf = self.perf(p)?;
         perf.kernels()
             .contains(&k)
             .then(|| perf.predict_ms(&selector::single_vector(features, k)))

@@ -283,9 +283,7 @@ impl<C: Send + 'static> DeviceQueue<C> {
             }
         }
     }
-}
 
-impl<C: Send + 'static> DeviceQueue<C> {
     /// Runs `f` on this thread when it may (a multi-thread runtime, no other
     /// job admitted, the worker neither running a job nor its hook, the
     /// deadline not passed), and says how it went; else `f` and its permit

@@ -927,10 +927,9 @@ impl AppState {
                 .await
                 .map_err(ApiError::internal)?
         };
-        let model_ms = self
-            .planner()
-            .predict_time(p, m.features(), &planned.plan, &planned.binning)
-            .map(|t| t.plan.ms);
+        let model_ms =
+            self.planner()
+                .predict_plan_ms(p, m.features(), &planned.plan, &planned.binning);
         let m2 = m.clone();
         let tune = self.0.config.tune_config();
         let stream_x = self.0.config.stream_x;

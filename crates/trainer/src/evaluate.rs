@@ -691,7 +691,7 @@ pub struct Summary {
     pub geomean_speedup_tuned_vs_csr_adaptive: f64,
     /// Matrices where the tuned plan beats the fixed kernel.
     pub beats_fixed_kernel_tuned: usize,
-    /// The least fixed kernel / tuned over the matrices, and its matrix.
+    /// The least fixed kernel / tuned over the matrices.
     pub worst_tuned_vs_fixed_kernel: f64,
     /// Its matrix.
     pub worst_matrix_tuned_vs_fixed_kernel: String,
@@ -731,8 +731,6 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
         .map(|r| (r, fixed_ms(r) / r.tuned_ms()))
         .filter(|(_, v)| v.is_finite())
         .min_by(|a, b| a.1.total_cmp(&b.1));
-    let least =
-        |v: &mut dyn Iterator<Item = f64>| v.filter(|x| x.is_finite()).fold(f64::NAN, f64::min);
     Summary {
         matrices: rows.len(),
         geomean_oracle_ratio: geomean(rows.iter().map(|r| r.oracle_ratio())),
@@ -802,9 +800,11 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
         worst_tuned_vs_fixed_kernel: worst_vs_fixed.map_or(f64::NAN, |w| w.1),
         worst_matrix_tuned_vs_fixed_kernel: worst_vs_fixed
             .map_or(String::new(), |w| w.0.matrix.clone()),
-        worst_tuned_vs_best_single: least(
-            &mut rows.iter().map(|r| r.best_single_ms / r.tuned_ms()),
-        ),
+        worst_tuned_vs_best_single: rows
+            .iter()
+            .map(|r| r.best_single_ms / r.tuned_ms())
+            .filter(|v| v.is_finite())
+            .fold(f64::NAN, f64::min),
         perf: None,
     }
 }

@@ -935,7 +935,7 @@ impl AppState {
         let stream_x = self.0.config.stream_x;
         let (buffers, planned, generation) = self
             .on_device_at(None, move |engine, g| {
-                let stream = stream_x.on_for(&engine.info().kind);
+                let stream = stream_x.on_for(&engine.info().kind, m2.host.ncols() * p.bytes());
                 let b = upload_blocking(engine, &m2.host, p, &planned, stream)?;
                 let (b, planned) = crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)?;
                 Ok((b, planned, g))

@@ -6,10 +6,11 @@
 //! never timed again, so a killed trainer loses at most the measurement in flight.
 
 use anyhow::{Context, Result};
-use engine::{AnyMatrix, Engine, LaunchMode};
+use engine::{AnyMatrix, Engine, LaunchKey, LaunchMode};
 use rand::{Rng, SeedableRng};
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::time::Instant;
@@ -191,6 +192,27 @@ fn rows_signature(b: &Binning, bin: usize) -> RowsSignature {
     (*h.finalize().as_bytes(), n)
 }
 
+/// Whole-plan timings by the launches the plan runs ([`engine::launch_key`]):
+/// the best plans of several schemes are often the same launches (every bin
+/// chose one kernel: that kernel over all rows, as the single-bin scheme's
+/// plan), and timing each again only gave the oracle a choice among equal
+/// launches decided by noise. The first scheme's timing (in the order of
+/// [`Scheme::all`]) is every later one's, in labelling and when labels are
+/// rebuilt from the store alike (older databases hold a timing per scheme;
+/// the later ones are then not read).
+#[derive(Default)]
+struct SharedLaunches(HashMap<LaunchKey, Timed>);
+
+impl SharedLaunches {
+    fn get(&self, k: &LaunchKey) -> Option<Timed> {
+        self.0.get(k).copied()
+    }
+
+    fn keep(&mut self, k: LaunchKey, t: Timed) {
+        self.0.entry(k).or_insert(t);
+    }
+}
+
 /// One timing as labelling keeps it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timed {
@@ -285,6 +307,8 @@ struct Session {
     have: HashMap<MeasurementKey, Timed>,
     /// Timings by the rows of their bin: shared between schemes.
     by_rows: HashMap<(RowsSignature, KernelId), Timed>,
+    /// Whole-plan timings by their launches: shared between schemes.
+    by_launch: SharedLaunches,
     budget: ExtraBudget,
     deadline: Option<Instant>,
 }
@@ -400,6 +424,7 @@ impl Labeller<'_> {
             kernels: kernel_order(),
             have,
             by_rows: HashMap::new(),
+            by_launch: SharedLaunches::default(),
             budget: ExtraBudget::new(self.opts.ci_extra_share),
             deadline,
         })
@@ -423,7 +448,16 @@ impl Labeller<'_> {
             return Ok(true);
         }
         let pkey = s.key(scheme, Target::plan(&plan)?);
-        let total = if let Some(&m) = s.have.get(&pkey) {
+        let launch = engine::launch_key(&binning, &plan, LaunchMode::default())?;
+        let total = if let Some(m) = s.by_launch.get(&launch) {
+            // An earlier scheme's plan runs the same launches: its timing is
+            // this plan's too (kept under this plan's key where none is stored).
+            if let Entry::Vacant(e) = s.have.entry(pkey) {
+                self.store_time(e.key(), m).await?;
+                e.insert(m);
+            }
+            m
+        } else if let Some(&m) = s.have.get(&pkey) {
             m
         } else {
             if s.out_of_time() {
@@ -432,9 +466,10 @@ impl Labeller<'_> {
             let st = self.time_whole(&s.dm, &binning, &plan, &s.x, &mut s.budget)?;
             let m = Timed::of(&st);
             self.store_time(&pkey, m).await?;
+            s.have.insert(pkey, m);
             m
         };
-        s.have.insert(pkey, total);
+        s.by_launch.keep(launch, total);
         out.plans
             .insert(scheme, SchemePlan::timed(plan, total, bins_sum));
         Ok(true)
@@ -647,6 +682,7 @@ pub async fn labels_from_store(
     };
     let kernels = kernel_order();
     let mut out = MatrixLabels::new(matrix, name, features);
+    let mut by_launch = SharedLaunches::default();
     for scheme in Scheme::all() {
         let binning = Binning::new(row_ptr, scheme);
         let stored = async |bin: usize| -> Result<Option<Vec<(KernelId, Timed)>>> {
@@ -665,9 +701,15 @@ pub async fn labels_from_store(
         if plan.kernels.is_empty() {
             continue;
         }
-        let Some(&total) = have.get(&key(scheme, Target::plan(&plan)?)) else {
-            return Ok(None);
+        let launch = engine::launch_key(&binning, &plan, LaunchMode::default())?;
+        let total = match by_launch.get(&launch) {
+            Some(m) => m,
+            None => match have.get(&key(scheme, Target::plan(&plan)?)) {
+                Some(&m) => m,
+                None => return Ok(None),
+            },
         };
+        by_launch.keep(launch, total);
         out.plans
             .insert(scheme, SchemePlan::timed(plan, total, bins_sum));
     }

@@ -208,9 +208,10 @@ pub struct Config {
 
     /// Binary x of an uploaded matrix sent to the device in slices while the
     /// rest still arrives: auto (the default: on for a device with memory of
-    /// its own when x has at least 1 MiB, measured faster at 10M nonzeros on an
-    /// H100 and no different at 1M; off for a CPU device, where the copies run
-    /// on the cores that receive the body and it was measured slower), on, off.
+    /// its own when x has at least 8 MiB, measured faster at 10M nonzeros on an
+    /// H100 and no different at 3M and below; off for a CPU device, where the
+    /// copies run on the cores that receive the body and it was measured
+    /// slower), on, off.
     #[arg(long, env = "SPMV_STREAM_X", value_enum, default_value_t = StreamX::Auto)]
     pub stream_x: StreamX,
 
@@ -236,11 +237,12 @@ pub enum StreamX {
     Off,
 }
 
-/// The smallest x (bytes) that [`StreamX::Auto`] streams. On the H100 (8
-/// alternated rounds) streaming gained 0.7-2 ms of server time at 10M
-/// nonzeros (x of 16 MB), nothing at 1M (1.6 MB) and lost a little at 100K
-/// (160 KB, within the noise); the bound sits between the last two.
-pub const STREAM_X_MIN_BYTES: usize = 1 << 20;
+/// The smallest x (bytes) that [`StreamX::Auto`] streams. On the H100 (pairs
+/// of alternated rounds, on against off, f64) streaming gained a median 0.94 ms
+/// of server time at 10M nonzeros (x of 16 MB, on faster in 13 of 15 pairs)
+/// and nothing at 3M (4.8 MB, 3 of 7), 1M (1.6 MB, 5 of 11), 300K or 100K;
+/// the bound sits between the last tie and the win.
+pub const STREAM_X_MIN_BYTES: usize = 8 << 20;
 
 impl StreamX {
     /// Whether to stream an x of `x_bytes` to a device of this OpenCL type

@@ -524,7 +524,7 @@ impl Model {
         let row_ptr = row_ptr.into();
         let binnable = row_ptr.nrows() > 0 && row_ptr.is_monotone();
         let cheap = self.cheap_decisions(f, row_ptr.as_slice(), explain);
-        if !binnable || (cheap.scheme == Scheme::Single && self.perf.is_none()) {
+        if !binnable || (cheap.scheme == Scheme::Single && self.planning_perf().is_none()) {
             // Stage 1 chose the single-bin scheme (or there is nothing to bin):
             // the model's plan is stage 2's kernel over the whole matrix.
             let prediction = if binnable {
@@ -550,8 +550,8 @@ impl Model {
             ctx,
             explain,
         };
-        match &self.perf {
-            Some(_) => self.choose_by_perf(&ask, cheap),
+        match self.planning_perf() {
+            Some(perf) => self.choose_by_perf(&ask, cheap, perf),
             None => self.choose_by_bound(&ask, cheap),
         }
     }
@@ -632,7 +632,7 @@ impl Model {
 
     /// With a performance model: every kernel alone, and the binned plan when
     /// its analysis alone does not exceed the best trivial plan's total.
-    fn choose_by_perf(&self, ask: &Ask, cheap: Cheap) -> Amortised {
+    fn choose_by_perf(&self, ask: &Ask, cheap: Cheap, perf: &crate::PerfModel) -> Amortised {
         let &Ask {
             f,
             row_ptr,
@@ -640,7 +640,6 @@ impl Model {
             ctx,
             explain,
         } = ask;
-        let perf = self.perf.as_ref().expect("called with a performance model");
         let stage1_scheme = scheme_name(cheap.scheme);
         let (mut cands, per_prediction_ms, note) = price_trivial(perf, f, calls, ctx, &cheap);
         let total = |c: &Candidate| c.total_ms.unwrap_or(f64::INFINITY);

@@ -188,6 +188,7 @@ mod tests {
             },
             band: String::new(),
             calibration: None,
+            used_by_planner: true,
         }
     }
 

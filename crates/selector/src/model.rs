@@ -262,6 +262,12 @@ impl Model {
         self.perf.as_ref()
     }
 
+    /// The performance model when the planner may choose plans by it (none
+    /// when it predicts only, [`PerfModel::predict_only`]).
+    pub fn planning_perf(&self) -> Option<&PerfModel> {
+        self.perf.as_ref().filter(|p| !p.predict_only)
+    }
+
     /// Attaches (or removes) the performance model.
     pub fn set_perf(&mut self, perf: Option<PerfModel>) {
         self.perf = perf;

@@ -190,6 +190,12 @@ pub struct PerfModel {
     /// files written before it existed): `model` predicts log time directly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) level: Option<Boosted>,
+    /// Its times are reported (`/predict`, the upload's calibration) but the
+    /// planner does not choose plans by them ([`crate::Model::planning_perf`]):
+    /// set by the trainer (`--perf-predict-only`) where planning by it was
+    /// measured worse than without it. Absent (false) in older files.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub predict_only: bool,
 }
 
 /// What the performance model's trees predict.
@@ -229,6 +235,9 @@ pub struct TimePrediction {
     /// times were scaled by one ([`crate::Calibration`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<crate::CalibrationNote>,
+    /// Whether the planner chose plans by these times (false: the model's
+    /// performance part predicts only, see [`PerfModel::predict_only`]).
+    pub used_by_planner: bool,
 }
 
 impl Estimate {
@@ -298,6 +307,7 @@ pub fn fit_perf_form(
         band: None,
         model: Boosted::fit(&x, &y, params.rounds, params.rate, grow),
         level,
+        predict_only: false,
     })
 }
 
@@ -495,6 +505,7 @@ impl PerfModel {
                 None => "no held-out error band recorded for this model".into(),
             },
             calibration: None,
+            used_by_planner: !self.predict_only,
         })
     }
 }
@@ -512,6 +523,39 @@ mod tests {
             .join("../../models/nvidia-h100-80gb-hbm3-f32.json");
         let m = crate::Model::load(&path).expect("the shipped H100 model loads");
         m.perf().expect("it carries a performance model").clone()
+    }
+
+    /// `predict_only` round-trips, is left out of files where it is false
+    /// (the H100 models' bytes do not change), and takes the performance
+    /// part away from the planner alone.
+    #[test]
+    fn a_predict_only_perf_model_round_trips_and_is_not_the_planners() {
+        let mut m = crate::Model::load(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../models/nvidia-h100-80gb-hbm3-f64.json"),
+        )
+        .unwrap();
+        let perf = m.perf().unwrap().clone();
+        assert!(!perf.predict_only);
+        assert!(!serde_json::to_string(&perf)
+            .unwrap()
+            .contains("predict_only"));
+        assert!(m.planning_perf().is_some());
+        let a = sparse::gen::stencil_2d(30, 20).unwrap();
+        let f = Features::of(&a);
+        let b = Binning::new(a.row_ptr(), Scheme::Single);
+        let plan = Plan::single(KernelId::Serial);
+        assert!(m.predict_time(&f, &plan, &b).unwrap().used_by_planner);
+        let mut p2 = perf.clone();
+        p2.predict_only = true;
+        let json = serde_json::to_string(&p2).unwrap();
+        assert!(json.contains("\"predict_only\":true"));
+        let back: PerfModel = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, p2);
+        m.set_perf(Some(p2));
+        assert!(m.planning_perf().is_none());
+        let t = m.predict_time(&f, &plan, &b).unwrap();
+        assert!(!t.used_by_planner && t.plan.ms > 0.0);
     }
 
     #[test]

@@ -265,6 +265,10 @@ pub struct TimePredictionDoc {
     /// kept. Absent until at least 3 timed plans have been seen (the upload
     /// tuning races and /spmv calls of uploaded matrices feed it).
     calibration: Option<CalibrationDoc>,
+    /// Whether the planner chose plans by these times; false where the
+    /// model's performance part only predicts (the shipped CPU models: planning
+    /// by it was measured worse on the first call than the bandwidth rule).
+    used_by_planner: bool,
 }
 
 /// The device's correction of the performance model.

@@ -109,6 +109,7 @@ async fn predict_carries_the_predicted_time_of_the_plan_and_the_best_single_kern
             }
         };
         assert_eq!(v["planning"]["method"], "perf_model", "{v}");
+        assert_eq!(t["used_by_planner"], true, "{t}");
         let want = m.predict_time(&f, &plan, &binning).unwrap();
         assert_eq!(v["plan"]["scheme"], plan.scheme.to_string(), "{v}");
         assert_eq!(t["plan"]["ms"].as_f64(), Some(want.plan.ms), "{t}");
@@ -130,13 +131,65 @@ async fn predict_carries_the_predicted_time_of_the_plan_and_the_best_single_kern
 #[tokio::test]
 async fn predict_says_null_without_a_performance_model() {
     let a = random_matrix(100, 100, 32);
-    // The shipped models predate the performance model.
-    let v = predict(Planner::load(&models_dir(), Some(&xeon())), "f64", &a).await;
+    // The shipped CPU models with their performance part taken off.
+    let bare: Vec<Model> = selector::load_models_dir(models_dir())
+        .unwrap()
+        .into_iter()
+        .filter_map(|(_, m)| m.ok())
+        .filter(|m| m.card.device.starts_with("pthread"))
+        .map(|mut m| {
+            m.set_perf(None);
+            m
+        })
+        .collect();
+    assert_eq!(bare.len(), 2);
+    let v = predict(Planner::from_models(bare, &xeon()), "f64", &a).await;
     assert_eq!(v["model"]["kind"], "model", "{v}");
     assert!(v["predicted_ms"].is_null(), "{v}");
     let v = predict(Planner::rule_only(None), "f64", &a).await;
     assert_eq!(v["model"]["kind"], "rule", "{v}");
     assert!(v["predicted_ms"].is_null(), "{v}");
+}
+
+/// The shipped CPU models carry a performance part that predicts only: /predict
+/// gives its times (saying the planner did not use them), and the plans are
+/// those the same models make without it (the bandwidth rule of amortised
+/// planning, not the performance model's prices).
+#[tokio::test]
+async fn the_shipped_cpu_models_predict_times_the_planner_does_not_use() {
+    let a = random_matrix(400, 400, 33);
+    for p in ["f32", "f64"] {
+        let v = predict(Planner::load(&models_dir(), Some(&xeon())), p, &a).await;
+        assert_eq!(v["model"]["kind"], "model", "{v}");
+        let t = &v["predicted_ms"];
+        assert!(t["plan"]["ms"].as_f64().is_some_and(|ms| ms > 0.0), "{t}");
+        assert!(
+            t["best_single"]["ms"].as_f64().is_some_and(|ms| ms > 0.0),
+            "{t}"
+        );
+        assert_eq!(t["used_by_planner"], false, "{t}");
+        assert_ne!(v["planning"]["method"], "perf_model", "{v}");
+        // The same plan and planning as the models without the performance part.
+        let bare: Vec<Model> = selector::load_models_dir(models_dir())
+            .unwrap()
+            .into_iter()
+            .filter_map(|(_, m)| m.ok())
+            .filter(|m| m.card.device.starts_with("pthread"))
+            .map(|mut m| {
+                assert!(
+                    m.perf().is_some_and(|x| x.predict_only),
+                    "{}",
+                    m.card.device
+                );
+                m.set_perf(None);
+                m
+            })
+            .collect();
+        let w = predict(Planner::from_models(bare, &xeon()), p, &a).await;
+        assert_eq!(v["plan"], w["plan"], "{p}");
+        assert_eq!(v["planning"]["method"], w["planning"]["method"], "{p}");
+        assert_eq!(v["planning"]["chosen"], w["planning"]["chosen"], "{p}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,6 +52,8 @@ pub struct Finish<'a> {
     pub perf: selector::PerfParams,
     /// Refit only the performance model of existing models (`None`: fit all).
     pub refit_perf: Option<PerfRefit>,
+    /// The performance model predicts only ([`selector::PerfModel::predict_only`]).
+    pub perf_predict_only: bool,
 }
 
 /// `fit --from-db --refit-perf-of`: the trees and card of existing models are
@@ -91,6 +93,11 @@ impl Finish<'_> {
             }
             None => (self.fit(&train, precision)?, None),
         };
+        if let Some(perf) = model.perf().filter(|_| self.perf_predict_only) {
+            let mut perf = perf.clone();
+            perf.predict_only = true;
+            model.set_perf(Some(perf));
+        }
         let t0 = std::time::Instant::now();
         let mut rows = self.evaluate(ev, &model, &test, precision).await?;
         peers::annotate(&mut rows, precision, self.copy_gbps, self.cusparse.as_ref());

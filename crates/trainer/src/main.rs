@@ -113,6 +113,11 @@ struct Common {
     /// Shrinkage of each tree of the performance model.
     #[arg(long, global = true, default_value_t = selector::PerfParams::default().rate)]
     perf_rate: f64,
+    /// Mark the performance model as predicting only: /predict reports its
+    /// times and the service calibrates them, but the planner chooses plans
+    /// as without it (for a device where planning by it was measured worse).
+    #[arg(long, global = true)]
+    perf_predict_only: bool,
     /// Device class of the rule baseline (`gpu` or `cpu`); default: the device's kind
     /// (with `fit --from-db`: guessed from the stored name and vendor).
     #[arg(long, global = true)]
@@ -325,6 +330,7 @@ impl Common {
                 ..selector::PerfParams::default()
             },
             refit_perf: None,
+            perf_predict_only: self.perf_predict_only,
         })
     }
 

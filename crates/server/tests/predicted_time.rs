@@ -46,6 +46,20 @@ fn perf_samples() -> Vec<PerfSample> {
     out
 }
 
+/// The shipped CPU models (f32 and f64), their performance part replaced by `perf`.
+fn cpu_models_with(perf: Option<selector::PerfModel>) -> Vec<Model> {
+    selector::load_models_dir(models_dir())
+        .unwrap()
+        .into_iter()
+        .filter_map(|(_, m)| m.ok())
+        .filter(|m| m.card.device.starts_with("pthread"))
+        .map(|mut m| {
+            m.set_perf(perf.clone());
+            m
+        })
+        .collect()
+}
+
 /// The shipped CPU models with a performance part attached.
 fn models_with_perf() -> Vec<Model> {
     let params = PerfParams {
@@ -60,16 +74,7 @@ fn models_with_perf() -> Vec<Model> {
         samples: 123,
         source: "test split".into(),
     });
-    selector::load_models_dir(models_dir())
-        .unwrap()
-        .into_iter()
-        .filter_map(|(_, m)| m.ok())
-        .filter(|m| m.card.device.starts_with("pthread"))
-        .map(|mut m| {
-            m.set_perf(Some(perf.clone()));
-            m
-        })
-        .collect()
+    cpu_models_with(Some(perf))
 }
 
 async fn predict(planner: Planner, p: &str, a: &sparse::Csr<f64>) -> Value {
@@ -132,16 +137,7 @@ async fn predict_carries_the_predicted_time_of_the_plan_and_the_best_single_kern
 async fn predict_says_null_without_a_performance_model() {
     let a = random_matrix(100, 100, 32);
     // The shipped CPU models with their performance part taken off.
-    let bare: Vec<Model> = selector::load_models_dir(models_dir())
-        .unwrap()
-        .into_iter()
-        .filter_map(|(_, m)| m.ok())
-        .filter(|m| m.card.device.starts_with("pthread"))
-        .map(|mut m| {
-            m.set_perf(None);
-            m
-        })
-        .collect();
+    let bare = cpu_models_with(None);
     assert_eq!(bare.len(), 2);
     let v = predict(Planner::from_models(bare, &xeon()), "f64", &a).await;
     assert_eq!(v["model"]["kind"], "model", "{v}");
@@ -170,21 +166,19 @@ async fn the_shipped_cpu_models_predict_times_the_planner_does_not_use() {
         assert_eq!(t["used_by_planner"], false, "{t}");
         assert_ne!(v["planning"]["method"], "perf_model", "{v}");
         // The same plan and planning as the models without the performance part.
-        let bare: Vec<Model> = selector::load_models_dir(models_dir())
-            .unwrap()
-            .into_iter()
-            .filter_map(|(_, m)| m.ok())
-            .filter(|m| m.card.device.starts_with("pthread"))
-            .map(|mut m| {
-                assert!(
-                    m.perf().is_some_and(|x| x.predict_only),
-                    "{}",
-                    m.card.device
-                );
-                m.set_perf(None);
-                m
-            })
-            .collect();
+        for m in cpu_models_with(None) {
+            let shipped = Model::load(models_dir().join(format!(
+                "pthread-skylake-avx512-amd-epyc-{}.json",
+                m.card.precision
+            )))
+            .unwrap();
+            assert!(
+                shipped.perf().is_some_and(|x| x.predict_only),
+                "{}",
+                m.card.precision
+            );
+        }
+        let bare = cpu_models_with(None);
         let w = predict(Planner::from_models(bare, &xeon()), p, &a).await;
         assert_eq!(v["plan"], w["plan"], "{p}");
         assert_eq!(v["planning"]["method"], w["planning"]["method"], "{p}");

@@ -42,6 +42,7 @@ impl EngineArgs {
             kernel_params: self.kernel_params.clone(),
             warp_shuffle: self.warp_shuffle,
             cache_dir,
+            binary_staging: engine::BinaryStaging::default(),
         }
     }
 }

@@ -856,9 +856,20 @@ fn the_wire_path_gives_the_bits_of_the_staged_path() {
     }
     let mut cases = awkward_cases();
     cases.push(("mixed".into(), gen::mixed_lengths(1500, 33).unwrap()));
-    for (name, a) in &cases {
-        both::<f32>(e, name, a);
-        both::<f64>(e, name, a);
+    // The device's default (direct on a CPU device, pinned elsewhere), then
+    // both ways forced: the same bits of y through either.
+    let forced = [engine::BinaryStaging::Pinned, engine::BinaryStaging::Direct].map(|s| {
+        Engine::with_config(&EngineConfig {
+            binary_staging: s,
+            ..EngineConfig::default()
+        })
+        .unwrap()
+    });
+    for e in std::iter::once(e).chain(&forced) {
+        for (name, a) in &cases {
+            both::<f32>(e, name, a);
+            both::<f64>(e, name, a);
+        }
     }
 }
 

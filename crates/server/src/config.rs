@@ -206,6 +206,13 @@ pub struct Config {
     #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "auto")]
     pub warp_shuffle: engine::WarpShuffle,
 
+    /// How binary x and y reach the device: auto (the default: through the
+    /// matrix's pinned buffers on a device that is not a CPU, straight from
+    /// and to the request's and answer's own memory on a CPU device), pinned,
+    /// direct.
+    #[arg(long, env = "SPMV_BINARY_STAGING", default_value = "auto")]
+    pub binary_staging: engine::BinaryStaging,
+
     /// Binary x of an uploaded matrix sent to the device in slices while the
     /// rest still arrives: auto (the default: on for a device with memory of
     /// its own when x has at least 8 MiB, measured faster at 10M nonzeros on an
@@ -288,6 +295,7 @@ impl Config {
             kernel_params: self.kernel_params.clone(),
             warp_shuffle: self.warp_shuffle,
             cache_dir,
+            binary_staging: self.binary_staging,
         }
     }
 
@@ -357,5 +365,13 @@ mod tests {
         let c = Config::parse_from(["server", "--stream-x", "off"]);
         assert_eq!(c.stream_x, StreamX::Off);
         assert!(Config::try_parse_from(["server", "--stream-x", "sometimes"]).is_err());
+        assert_eq!(Config::defaults().binary_staging, engine::BinaryStaging::Auto);
+        let c = Config::parse_from(["server", "--binary-staging", "pinned"]);
+        assert_eq!(c.engine_config().binary_staging, engine::BinaryStaging::Pinned);
+        assert!(Config::try_parse_from(["server", "--binary-staging", "mapped"]).is_err());
+        assert!(engine::BinaryStaging::Auto.pinned_for("gpu"));
+        assert!(!engine::BinaryStaging::Auto.pinned_for("cpu"));
+        assert!(!engine::BinaryStaging::Direct.pinned_for("gpu"));
+        assert!(engine::BinaryStaging::Pinned.pinned_for("cpu"));
     }
 }

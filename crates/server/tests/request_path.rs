@@ -203,6 +203,34 @@ async fn binary_x_in_odd_chunks_gives_the_reference_y() {
     }
 }
 
+/// The same with x and y forced through the matrix's pinned buffers (the
+/// default on a GPU; PoCL defaults to the direct copies): the reference y,
+/// call after call, and a held answer keeps its y.
+#[tokio::test]
+async fn binary_x_and_y_through_pinned_buffers_give_the_reference_y() {
+    let test = "binary_x_and_y_through_pinned_buffers_give_the_reference_y";
+    let flags = &["--no-database", "--binary-staging", "pinned"];
+    let Some((app, a, id)) = with_matrix_on(test, flags, (300, 1037, 17)).await else {
+        return;
+    };
+    for p in ["f64", "f32"] {
+        let mut held = Vec::new();
+        for k in 1..=3 {
+            let x = random_x(a.ncols(), 20 + k);
+            let r = send(
+                &app,
+                x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, true),
+            )
+            .await;
+            held.push((x, r));
+        }
+        for (x, r) in &held {
+            check(&a, x, &y_from(r, p, true), p);
+        }
+        still_serves(&app, (&a, &id), p, 29, false).await;
+    }
+}
+
 #[tokio::test]
 async fn a_held_answer_keeps_its_y_while_later_calls_run() {
     let Some((app, a, id)) = with_matrix(

@@ -54,10 +54,8 @@ impl fmt::Display for WarpShuffle {
 /// How binary x and y ([`crate::Engine::execute_le_into`]) reach the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BinaryStaging {
-    /// Pinned on a device that is not a CPU, direct on a CPU device (the
-    /// default). On an H100, x and y copied through the matrix's pinned
-    /// buffers took the device's part of a 10M-nonzero call from 4.5 to 0.8
-    /// ms; on PoCL every buffer is host memory and the copies would be extra.
+    /// Pinned on a device that is not a CPU when x and y each have less than
+    /// [`BINARY_PINNED_MAX_BYTES`], direct otherwise (the default).
     #[default]
     Auto,
     /// x's bytes copied into the matrix's pinned staging buffer, y read into
@@ -69,12 +67,25 @@ pub enum BinaryStaging {
     Direct,
 }
 
+/// The widest x or y that [`BinaryStaging::Auto`] sends through pinned
+/// memory. On an H100 (3 alternated rounds each, f64, x sent whole) the
+/// pinned copies cut the device's wall time beyond its profiled commands
+/// from 0.13-0.47 to 0.06-0.07 ms at every size, but the two host copies cost
+/// it back: at 100K nonzeros (x and y of 160 KB) the server's time fell
+/// from 0.243 to 0.195-0.214 ms, at 1M (1.6 MB) it was a tie (0.90-1.24
+/// against 1.06 ms), at 10M (16 MB) a loss (9.38 against 8.89 ms, the copies
+/// 4 ms). The bound sits between the win and the tie; on PoCL every buffer
+/// is host memory and `Auto` never copies.
+pub const BINARY_PINNED_MAX_BYTES: usize = 1 << 20;
+
 impl BinaryStaging {
-    /// Whether x and y go through pinned memory on a device of this OpenCL
-    /// type (`cpu`, `gpu`, ...).
-    pub fn pinned_for(self, device_kind: &str) -> bool {
+    /// Whether x and y (the wider of them `bytes`) go through pinned memory
+    /// on a device of this OpenCL type (`cpu`, `gpu`, ...).
+    pub fn pinned_for(self, device_kind: &str, bytes: usize) -> bool {
         match self {
-            BinaryStaging::Auto => !device_kind.eq_ignore_ascii_case("cpu"),
+            BinaryStaging::Auto => {
+                !device_kind.eq_ignore_ascii_case("cpu") && bytes < BINARY_PINNED_MAX_BYTES
+            }
             BinaryStaging::Pinned => true,
             BinaryStaging::Direct => false,
         }

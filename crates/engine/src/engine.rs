@@ -109,9 +109,8 @@ pub struct Engine {
     /// Whether the device stores values little-endian (asked once at open:
     /// [`Engine::execute_le`] needs it on every call).
     little_endian: bool,
-    /// Whether binary x and y go through the matrix's pinned buffers
-    /// ([`EngineConfig::binary_staging`] for this device).
-    le_pinned: bool,
+    /// How binary x and y reach the device ([`EngineConfig::binary_staging`]).
+    binary_staging: crate::config::BinaryStaging,
 }
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
@@ -204,7 +203,7 @@ impl Engine {
         );
         Ok(Engine {
             little_endian,
-            le_pinned: cfg.binary_staging.pinned_for(&info.kind),
+            binary_staging: cfg.binary_staging,
             info,
             device,
             context,
@@ -634,7 +633,8 @@ impl Engine {
             }
             .into());
         }
-        if self.le_pinned {
+        let widest = m.ncols.max(m.nrows) * T::BYTES;
+        if self.binary_staging.pinned_for(&self.info.kind, widest) {
             return self.execute_le_pinned(m, pp, x_le, y, check_x).map(Some);
         }
         let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());

@@ -34,7 +34,10 @@ pub mod timing;
 
 pub use any::{AnyMatrix, AnyPlan, Values, XSource};
 pub use build::ProgramStats;
-pub use config::{default_cache_dir, BinaryStaging, EngineConfig, ReductionPath, WarpShuffle};
+pub use config::{
+    default_cache_dir, BinaryStaging, EngineConfig, ReductionPath, WarpShuffle,
+    BINARY_PINNED_MAX_BYTES,
+};
 pub use device::{DeviceInfo, DEVICE_ENV};
 pub use engine::{CopyBandwidth, Engine, Timings};
 pub use error::{EngineError, Result};

@@ -856,8 +856,8 @@ fn the_wire_path_gives_the_bits_of_the_staged_path() {
     }
     let mut cases = awkward_cases();
     cases.push(("mixed".into(), gen::mixed_lengths(1500, 33).unwrap()));
-    // The device's default (direct on a CPU device, pinned elsewhere), then
-    // both ways forced: the same bits of y through either.
+    // The device's default (direct on a CPU device, pinned for narrow x and
+    // y elsewhere), then both ways forced: the same bits of y through either.
     let forced = [engine::BinaryStaging::Pinned, engine::BinaryStaging::Direct].map(|s| {
         Engine::with_config(&EngineConfig {
             binary_staging: s,

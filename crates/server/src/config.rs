@@ -207,9 +207,9 @@ pub struct Config {
     pub warp_shuffle: engine::WarpShuffle,
 
     /// How binary x and y reach the device: auto (the default: through the
-    /// matrix's pinned buffers on a device that is not a CPU, straight from
-    /// and to the request's and answer's own memory on a CPU device), pinned,
-    /// direct.
+    /// matrix's pinned buffers on a device that is not a CPU when x and y
+    /// each have under 1 MiB, else straight from and to the request's and
+    /// answer's own memory), pinned, direct.
     #[arg(long, env = "SPMV_BINARY_STAGING", default_value = "auto")]
     pub binary_staging: engine::BinaryStaging,
 
@@ -365,13 +365,21 @@ mod tests {
         let c = Config::parse_from(["server", "--stream-x", "off"]);
         assert_eq!(c.stream_x, StreamX::Off);
         assert!(Config::try_parse_from(["server", "--stream-x", "sometimes"]).is_err());
-        assert_eq!(Config::defaults().binary_staging, engine::BinaryStaging::Auto);
+        assert_eq!(
+            Config::defaults().binary_staging,
+            engine::BinaryStaging::Auto
+        );
         let c = Config::parse_from(["server", "--binary-staging", "pinned"]);
-        assert_eq!(c.engine_config().binary_staging, engine::BinaryStaging::Pinned);
+        assert_eq!(
+            c.engine_config().binary_staging,
+            engine::BinaryStaging::Pinned
+        );
         assert!(Config::try_parse_from(["server", "--binary-staging", "mapped"]).is_err());
-        assert!(engine::BinaryStaging::Auto.pinned_for("gpu"));
-        assert!(!engine::BinaryStaging::Auto.pinned_for("cpu"));
-        assert!(!engine::BinaryStaging::Direct.pinned_for("gpu"));
-        assert!(engine::BinaryStaging::Pinned.pinned_for("cpu"));
+        let narrow = engine::BINARY_PINNED_MAX_BYTES - 8;
+        assert!(engine::BinaryStaging::Auto.pinned_for("gpu", narrow));
+        assert!(!engine::BinaryStaging::Auto.pinned_for("gpu", narrow + 8));
+        assert!(!engine::BinaryStaging::Auto.pinned_for("cpu", narrow));
+        assert!(!engine::BinaryStaging::Direct.pinned_for("gpu", narrow));
+        assert!(engine::BinaryStaging::Pinned.pinned_for("cpu", 1 << 30));
     }
 }

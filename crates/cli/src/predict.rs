@@ -32,6 +32,13 @@ pub struct Args {
     /// Accept complex matrices by keeping their real part.
     #[arg(long)]
     real_part: bool,
+    /// Plan for this many expected calls as the service does (`/predict`
+    /// plans for an upload's 1000 by default): the least analysis cost plus
+    /// calls x predicted time among the trees' plan and each kernel alone,
+    /// with the device's copy bandwidth and launch cost measured first.
+    /// Without it: the two-stage trees' own plan.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    calls: Option<u64>,
 }
 
 /// The default models folder: env `SPMV_MODELS_DIR`, else `models` found from the
@@ -105,14 +112,6 @@ pub fn choose_selector(
     Ok((c.selector, note))
 }
 
-/// The device plans are made for: `--device`/`SPMV_DEVICE`'s match or the best
-/// device; `Err` (with the reason) when no OpenCL device can be opened.
-pub fn device_identity(selector: Option<&str>) -> std::result::Result<DeviceIdentity, String> {
-    engine::Engine::new(selector)
-        .map(|e| identity(e.info()))
-        .map_err(|e| e.to_string())
-}
-
 /// Runs `spmv predict`.
 pub fn run(args: Args) -> Result<()> {
     let a = read_path::<f64>(
@@ -122,13 +121,14 @@ pub fn run(args: Args) -> Result<()> {
         },
     )
     .with_context(|| format!("reading {}", args.file.display()))?;
-    let device = match device_identity(args.device.as_deref()) {
-        Ok(d) => Some(d),
+    let engine = match engine::Engine::new(args.device.as_deref()) {
+        Ok(e) => Some(e),
         Err(e) => {
             eprintln!("note: no OpenCL device ({e}); models are matched against no device");
             None
         }
     };
+    let device = engine.as_ref().map(|e| identity(e.info()));
     let dir = args.models_dir.clone().unwrap_or_else(default_models_dir);
     let (sel, note) = choose_selector(
         args.model.as_deref(),
@@ -137,10 +137,20 @@ pub fn run(args: Args) -> Result<()> {
         args.precision.name(),
     )?;
     let device = device.map(|d| d.name).unwrap_or_default();
+    // The device's figures are measured before the timed steps.
+    let ctx = args
+        .calls
+        .map(|_| amortise_context(engine.as_ref(), args.precision));
     let t0 = std::time::Instant::now();
     let features = Features::of(&a);
     let t1 = std::time::Instant::now();
-    let pred = sel.plan_explained(&features, a.rows());
+    let (pred, planning) = match (args.calls, &ctx) {
+        (Some(calls), Some(ctx)) => {
+            let am = sel.plan_for_calls(&features, a.rows(), calls, ctx, true);
+            (am.prediction, Some(am.planning))
+        }
+        _ => (sel.plan_explained(&features, a.rows()), None),
+    };
     let t2 = std::time::Instant::now();
     let predicted = predicted_time(&sel, &features, &pred);
     let timings_ms = ((t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);
@@ -163,6 +173,7 @@ pub fn run(args: Args) -> Result<()> {
             "precision": args.precision,
             "plan": {"scheme": pred.plan.scheme, "bins": bins},
             "explanation": pred.explanation,
+            "planning": planning,
             "predicted_ms": predicted,
             "timings_ms": {"features": timings_ms.0, "predict_and_bin": timings_ms.1},
         });
@@ -178,6 +189,12 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("selector: {note}");
     print_prediction(&features, &pred);
+    if let Some(p) = &planning {
+        println!(
+            "planned for {} calls: {} ({}): {}",
+            p.expected_calls, p.chosen, p.method, p.reason
+        );
+    }
     print_predicted(predicted.as_ref());
     println!(
         "time: features {:.3} ms, prediction + binning {:.3} ms",
@@ -216,6 +233,28 @@ fn print_prediction(features: &Features, pred: &selector::Prediction) {
             );
             print_path(&d.path);
         }
+    }
+}
+
+/// What planning for a number of calls weighs, as the service has it: the
+/// host's analysis costs, and the device's copy bandwidth and launch cost
+/// measured now (none without a device: the planner's fallbacks then apply).
+fn amortise_context(
+    engine: Option<&engine::Engine>,
+    p: sparse::Precision,
+) -> selector::AmortiseContext {
+    let mut costs = selector::AnalysisCosts::calibrate();
+    let mut copy_gbps = None;
+    if let Some(e) = engine {
+        copy_gbps = e.copy_bandwidth(64 << 20, 5).ok().map(|c| c.peak_gbps);
+        if let Ok(l) = e.launch_prepare_ms() {
+            costs = costs.with_launch_ms(l, &format!("{l:.4} ms measured on the device"));
+        }
+    }
+    selector::AmortiseContext {
+        costs,
+        copy_gbps,
+        value_bytes: p.bytes(),
     }
 }
 

@@ -132,6 +132,51 @@ fn predict_prints_a_plan_that_covers_every_row() {
     );
 }
 
+/// `--calls N` plans as the service does for N calls (with the H100 f32
+/// model, whose performance part prices every candidate): the plan shown is
+/// the candidate of least analysis + N x predicted time, and the planning
+/// says so. Without `--calls`, the trees' plan and no planning; 0 calls is a
+/// usage error.
+#[test]
+fn predict_with_calls_plans_as_the_service_does() {
+    let model = repo().join("models/nvidia-h100-80gb-hbm3-f32.json");
+    let model = model.to_string_lossy();
+    let can = fixture(CAN);
+    let trees = |extra: &[&str]| {
+        let mut args = vec!["predict", "--json", "--model", &model, "--precision", "f32"];
+        args.extend_from_slice(extra);
+        args.push(&can);
+        let o = spmv(&args);
+        assert_exit(&o, 0);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).expect("JSON on stdout")
+    };
+    let raw = trees(&[]);
+    assert!(raw["planning"].is_null(), "{raw}");
+    let planned = trees(&["--calls", "1000"]);
+    let p = &planned["planning"];
+    assert_eq!(p["expected_calls"], 1000, "{planned}");
+    assert_eq!(p["method"], "perf_model", "{planned}");
+    let chosen = p["chosen"].as_str().unwrap_or_else(|| panic!("{planned}"));
+    // The chosen candidate is the plan shown, and no candidate was cheaper.
+    let total = |c: &serde_json::Value| c["total_ms"].as_f64().unwrap_or(f64::INFINITY);
+    let cands = p["candidates"].as_array().unwrap();
+    let best = cands.iter().map(total).fold(f64::INFINITY, f64::min);
+    let mine = cands.iter().find(|c| c["name"] == chosen).unwrap();
+    assert_eq!(total(mine), best, "{planned}");
+    if chosen.starts_with("single:") {
+        assert_eq!(planned["plan"]["scheme"], "single", "{planned}");
+    }
+    let rows: u64 = planned["plan"]["bins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["rows"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows, 229, "{planned}");
+    let o = spmv(&["predict", "--calls", "0", &can]);
+    assert_exit(&o, 64);
+}
+
 #[test]
 fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
     let out = stdout_of(&[

@@ -67,6 +67,12 @@ pub struct EvalRow {
     pub e2e_first_ms: f64,
     /// The same for the oracle's plan given for free (upload, x, run, y).
     pub e2e_oracle_ms: f64,
+    /// The plan the service makes for an upload ([`UPLOAD_CALLS`] expected
+    /// calls, `Selector::plan_for_calls`): its candidate name (`model`, the
+    /// trees' plan, or `single:<kernel>`).
+    pub upload_plan: String,
+    /// That plan's time, as planned, before the upload's tuning race (ms).
+    pub upload_ms: f64,
     /// The predicted plan's scheme.
     pub predicted_scheme: Scheme,
     /// The predicted plan.
@@ -165,6 +171,11 @@ impl EvalRow {
         self.oracle_ms / self.tuned_ms()
     }
 
+    /// oracle / the upload's plan as planned (before tuning).
+    pub fn upload_oracle_ratio(&self) -> f64 {
+        self.oracle_ms / self.upload_ms
+    }
+
     /// One single kernel's time on the whole matrix (NaN when unknown).
     pub fn single_ms(&self, k: KernelId) -> f64 {
         self.singles
@@ -188,6 +199,21 @@ pub fn fixed_kernel(rows: &[EvalRow]) -> Option<KernelId> {
         .map(|k| (k, geomean(rows.iter().map(|r| r.single_ms(k)))))
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(k, _)| k)
+}
+
+/// The expected calls the service plans an uploaded matrix for (mirrors the
+/// server's `--uploaded-expected-calls` default).
+pub const UPLOAD_CALLS: u64 = 1000;
+
+/// The plan the service makes for an upload, and its candidate's name.
+fn upload_plan(
+    model: &Model,
+    f: &Features,
+    a: &Csr<f64>,
+    ctx: &selector::AmortiseContext,
+) -> (String, Plan) {
+    let am = model.plan_for_calls(f, a.rows(), UPLOAD_CALLS, ctx, false);
+    (am.planning.chosen.into_owned(), am.prediction.plan)
 }
 
 /// The margin by which the service's upload tuning wants a single kernel to beat
@@ -240,6 +266,7 @@ pub async fn evaluate_matrix(
     plans.push(first.plan.clone());
     let best_ms = time_plans(lab, labels, &dm, &plans).await?;
     let n = best_ms.len();
+    let upload = upload_plan(model, &features, a, &ctx);
     let singles: Vec<(KernelId, f64)> = KernelId::all()
         .into_iter()
         .zip(best_ms[2..2 + KernelId::all().len()].iter().copied())
@@ -268,6 +295,7 @@ pub async fn evaluate_matrix(
             ),
             e2e,
         },
+        upload,
         timing: "timed",
     }))
 }
@@ -386,6 +414,8 @@ struct Measured<'a> {
     rule_ms: f64,
     /// The plan for one call.
     first_call: FirstCall,
+    /// The plan for an upload: its candidate name and plan.
+    upload: (String, Plan),
     timing: &'static str,
 }
 
@@ -411,6 +441,15 @@ fn assemble(m: Measured<'_>) -> EvalRow {
         .filter(|t| t.is_finite() && *t > 0.0)
         .fold(m.oracle.1, f64::min);
     let (hits, bins) = stage2_hits(m.labels, m.plan);
+    // The upload's plan is the trees' plan or one kernel alone, both timed.
+    let upload_ms = if m.upload.1 == *m.plan {
+        m.predicted_ms
+    } else {
+        match m.upload.1.kernels.as_slice() {
+            [(_, k)] if m.upload.1.scheme == Scheme::Single => single(*k),
+            _ => f64::NAN,
+        }
+    };
     let (name, source, a) = m.matrix;
     EvalRow {
         matrix: name.to_string(),
@@ -431,6 +470,8 @@ fn assemble(m: Measured<'_>) -> EvalRow {
         first_call_eager_overhead_ms: m.first_call.eager.2,
         e2e_first_ms: m.first_call.e2e.ours_ms,
         e2e_oracle_ms: m.first_call.e2e.oracle_ms,
+        upload_plan: m.upload.0,
+        upload_ms,
         predicted_scheme: m.plan.scheme,
         predicted_ms: m.predicted_ms,
         oracle_scheme: m.oracle.0,
@@ -491,6 +532,7 @@ pub fn evaluate_stored(
     let (eager, eager_planning, eager_plan_ms) =
         first_call::plan_first_call(model, &features, a.rows(), &ctx);
     let (first, planning, first_plan_ms) = first_call::plan_lazy_first_call(model, a, &ctx);
+    let upload = upload_plan(model, &features, a, &ctx);
     let time_of = |plan: &Plan| -> f64 {
         if plan.kernels.is_empty() {
             return 0.0;
@@ -557,6 +599,7 @@ pub fn evaluate_stored(
                 oracle_ms: f64::NAN,
             },
         },
+        upload,
         timing: "stored",
     }))
 }
@@ -665,6 +708,13 @@ pub struct Summary {
     pub beats_cusparse: usize,
     /// Geometric mean of bound / predicted: the share of the copy-bandwidth bound reached.
     pub geomean_bound_fraction: f64,
+    /// Geometric mean of oracle / the upload's plan as planned for
+    /// [`UPLOAD_CALLS`] calls, before tuning ([`EvalRow::upload_ms`]).
+    pub geomean_oracle_ratio_uploaded: f64,
+    /// Worst oracle / the upload's plan as planned.
+    pub worst_oracle_ratio_uploaded: f64,
+    /// The matrix of that worst ratio.
+    pub worst_matrix_uploaded: String,
     /// Geometric mean of oracle / tuned: an uploaded matrix after the service's
     /// race of the model's plan against the single kernels ([`EvalRow::tuned_ms`]).
     pub geomean_oracle_ratio_tuned: f64,
@@ -720,6 +770,10 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
     let (h, b) = rows
         .iter()
         .fold((0, 0), |(h, b), r| (h + r.stage2_hits, b + r.stage2_bins));
+    let worst_upload = rows
+        .iter()
+        .filter(|r| r.upload_oracle_ratio().is_finite())
+        .min_by(|a, b| a.upload_oracle_ratio().total_cmp(&b.upload_oracle_ratio()));
     let worst_tuned = rows
         .iter()
         .min_by(|a, b| a.tuned_oracle_ratio().total_cmp(&b.tuned_oracle_ratio()));
@@ -783,6 +837,9 @@ pub fn summarize(rows: &[EvalRow]) -> Summary {
         geomean_speedup_vs_cusparse: sp(|r| r.cusparse_ms),
         beats_cusparse: beats(|r| r.cusparse_ms),
         geomean_bound_fraction: geomean(rows.iter().map(|r| r.bound_ms / r.predicted_ms)),
+        geomean_oracle_ratio_uploaded: geomean(rows.iter().map(|r| r.upload_oracle_ratio())),
+        worst_oracle_ratio_uploaded: worst_upload.map_or(f64::NAN, |r| r.upload_oracle_ratio()),
+        worst_matrix_uploaded: worst_upload.map_or(String::new(), |r| r.matrix.clone()),
         geomean_oracle_ratio_tuned: geomean(rows.iter().map(|r| r.tuned_oracle_ratio())),
         worst_oracle_ratio_tuned: worst_tuned.map_or(f64::NAN, |r| r.tuned_oracle_ratio()),
         worst_matrix_tuned: worst_tuned.map_or(String::new(), |r| r.matrix.clone()),
@@ -889,6 +946,9 @@ struct EvalCsv<'a> {
     features_ms: f64,
     #[serde(serialize_with = "opt_ms")]
     prepare_ms: f64,
+    upload_plan: &'a str,
+    #[serde(serialize_with = "opt_ms")]
+    upload_ms: f64,
     first_call_plan: &'a str,
     #[serde(serialize_with = "ms")]
     first_call_ms: f64,
@@ -940,6 +1000,8 @@ impl<'a> EvalCsv<'a> {
             bound_ms: r.bound_ms,
             features_ms: r.features_ms,
             prepare_ms: r.prepare_ms,
+            upload_plan: &r.upload_plan,
+            upload_ms: r.upload_ms,
             first_call_plan: &r.first_call_plan,
             first_call_ms: r.first_call_ms,
             first_call_overhead_ms: r.first_call_overhead_ms,
@@ -1215,6 +1277,8 @@ mod tests {
             features_ms: nan,
             prepare_ms: nan,
             first_call_plan: String::new(),
+            upload_plan: "model".into(),
+            upload_ms: predicted_ms,
             first_call_ms: nan,
             first_call_overhead_ms: nan,
             first_call_same_plan: true,

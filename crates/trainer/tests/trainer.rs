@@ -340,6 +340,18 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
             "{r:?}"
         );
         assert!(r.first_call_eager_overhead_ms > r.features_ms, "{r:?}");
+        // The upload's plan (as the service plans 1000 calls) is the trees'
+        // plan or one kernel alone, both timed in this run.
+        assert!(
+            r.upload_plan == "model" || r.upload_plan.starts_with("single:"),
+            "{r:?}"
+        );
+        let want = match r.upload_plan.strip_prefix("single:") {
+            Some(k) => r.single_ms(k.parse().unwrap()),
+            None => r.predicted_ms,
+        };
+        assert_eq!(r.upload_ms, want, "{r:?}");
+        assert!(r.oracle_ms <= r.upload_ms, "{r:?}");
     }
     let out = dir.path().join("report");
     let s = pipeline::write_outputs(&out, "test", &rows, &loaded, &real, serde_json::Value::Null)
@@ -360,6 +372,12 @@ async fn labelling_is_exhaustive_resumable_and_fits_a_model_that_round_trips() {
     let first = (first / rows.len() as f64).exp();
     assert!(
         (s.geomean_oracle_ratio_first_call_amortised - first).abs() < 1e-9,
+        "{s:?}"
+    );
+    let uploaded: f64 = rows.iter().map(|r| (r.oracle_ms / r.upload_ms).ln()).sum();
+    let uploaded = (uploaded / rows.len() as f64).exp();
+    assert!(
+        (s.geomean_oracle_ratio_uploaded - uploaded).abs() < 1e-9,
         "{s:?}"
     );
     let worst = rows

@@ -635,7 +635,16 @@ impl Engine {
         }
         let widest = m.ncols.max(m.nrows) * T::BYTES;
         if self.binary_staging.pinned_for(&self.info.kind, widest) {
-            return self.execute_le_pinned(m, pp, x_le, y, check_x).map(Some);
+            // Through the matrix's pinned buffers (the staged path): x's bytes
+            // copied in and checked before the device starts, y's copied out.
+            y.resize(m.nrows * T::BYTES, 0);
+            let fill = |x: &mut [T]| {
+                le_bytes_mut(x).copy_from_slice(x_le);
+                check_x()
+            };
+            let ((), t) =
+                self.execute_with(m, pp, fill, |ys: &[T]| y.copy_from_slice(le_bytes(ys)))?;
+            return Ok(Some(t));
         }
         let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());
         y.resize(m.nrows * T::BYTES, 0);
@@ -668,44 +677,6 @@ impl Engine {
         })?;
         checked?;
         Ok(Some(timings))
-    }
-
-    /// [`Engine::execute_le_into`] through the matrix's pinned buffers: x's
-    /// bytes copied into the staging x, uploaded from there, y read into the
-    /// staging y and its bytes copied out (`wall` spans the device's part).
-    fn execute_le_pinned<T, E>(
-        &self,
-        m: &DeviceMatrix<T>,
-        pp: &PreparedPlan<T>,
-        x_le: &[u8],
-        y: &mut Vec<u8>,
-        check_x: impl FnOnce() -> std::result::Result<(), E>,
-    ) -> std::result::Result<Timings, E>
-    where
-        T: DeviceScalar,
-        E: From<EngineError>,
-    {
-        let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
-        le_bytes_mut(&mut st.x[..m.ncols]).copy_from_slice(x_le);
-        y.resize(m.nrows * T::BYTES, 0);
-        let t0 = Instant::now();
-        let gate = Gate::new(&self.context)?;
-        let up = self.upload_staged_x(m, &st, Some(&gate))?;
-        let mut checked = Ok(());
-        let read = |ev: &mut Event| -> Result<()> {
-            let cmd = m.y.read(&mut st.y[..m.nrows]).queue(&self.queue).enew(ev);
-            // SAFETY: non-blocking (the upload waits for the gate); the
-            // staging buffer stays locked until `run_and_read` has waited.
-            unsafe { cmd.block(false).enq()? };
-            Ok(())
-        };
-        let timings = self.run_and_read(m, pp, (t0, None), up, read, || {
-            drop(gate);
-            checked = check_x()
-        })?;
-        checked?;
-        y.copy_from_slice(le_bytes_mut(&mut st.y[..m.nrows]));
-        Ok(timings)
     }
 
     /// Whether the device stores values little-endian (every GPU and CPU
@@ -969,6 +940,12 @@ impl Drop for Gate {
 
 /// The bytes of `v` (f32 or f64 values, stored in the host's order, which
 /// callers have checked is little-endian like the wire's).
+fn le_bytes<T: DeviceScalar>(v: &[T]) -> &[u8] {
+    // SAFETY: f32 and f64 have no padding; the slice borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// [`le_bytes`], writable.
 fn le_bytes_mut<T: DeviceScalar>(v: &mut [T]) -> &mut [u8] {
     let len = std::mem::size_of_val(v);
     // SAFETY: f32 and f64 have no padding and every byte pattern is a valid

@@ -144,12 +144,12 @@ pub fn run(args: Args) -> Result<()> {
     let t0 = std::time::Instant::now();
     let features = Features::of(&a);
     let t1 = std::time::Instant::now();
-    let (pred, planning) = match (args.calls, &ctx) {
-        (Some(calls), Some(ctx)) => {
+    let (pred, planning) = match args.calls.zip(ctx.as_ref()) {
+        Some((calls, ctx)) => {
             let am = sel.plan_for_calls(&features, a.rows(), calls, ctx, true);
             (am.prediction, Some(am.planning))
         }
-        _ => (sel.plan_explained(&features, a.rows()), None),
+        None => (sel.plan_explained(&features, a.rows()), None),
     };
     let t2 = std::time::Instant::now();
     let predicted = predicted_time(&sel, &features, &pred);

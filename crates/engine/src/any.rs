@@ -5,6 +5,7 @@
 
 use crate::engine::{Engine, Timings};
 use crate::error::{EngineError, Result};
+use crate::host::{HostBytes, LeBytes};
 use crate::kernels::{DeviceScalar, Precision};
 use crate::matrix::DeviceMatrix;
 use crate::prepared::{LaunchInfo, LaunchMode, PreparedPlan};
@@ -69,8 +70,9 @@ pub trait XSource {
     /// Writes x converted to `T` into `out`; an error stops the call before any device work.
     fn fill<T: DeviceScalar>(&self, out: &mut [T]) -> std::result::Result<(), Self::Error>;
     /// x's little-endian bytes as they came, when they are values `width`
-    /// bytes wide ([`Engine::execute_any_le`]); `None` by default.
-    fn le_bytes(&self, _width: usize) -> Option<&[u8]> {
+    /// bytes wide ([`Engine::execute_any_le`]), with whether they lie in
+    /// pinned host memory; `None` by default.
+    fn le_bytes(&self, _width: usize) -> Option<LeBytes<'_>> {
         None
     }
     /// Checks x given as [`XSource::le_bytes`] (run while the device works).
@@ -322,18 +324,18 @@ impl Engine {
         let Some(x_le) = x.le_bytes(m.precision().bytes()) else {
             return Ok(None);
         };
-        on_pair!(m, pp, (m, pp) => self.execute_le(m, pp, x_le, || x.check()))
+        on_pair!(m, pp, (m, pp) => self.execute_le(m, pp, x_le.bytes, || x.check()))
     }
 
     /// [`Engine::execute_any_le`] with y read into the caller's buffer
-    /// ([`Engine::execute_le_into`]: resized to y's bytes, so a reused buffer
-    /// costs no allocation).
+    /// ([`Engine::execute_le_into`]: made y's length, so a reused buffer
+    /// costs no allocation; x and y both pinned go straight).
     pub fn execute_any_le_into<X>(
         &self,
         m: &AnyMatrix,
         pp: &AnyPlan,
         x: &X,
-        y: &mut Vec<u8>,
+        y: &mut HostBytes,
     ) -> std::result::Result<Option<Timings>, X::Error>
     where
         X: XSource + ?Sized,

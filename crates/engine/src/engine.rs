@@ -7,6 +7,7 @@ use crate::cache::ProgramCache;
 use crate::config::{EngineConfig, ReductionPath, WarpShuffle};
 use crate::device::{self, DeviceInfo};
 use crate::error::{EngineError, Result};
+use crate::host::{HostBytes, LeBytes};
 use crate::kernels::{DeviceScalar, KernelParams, Precision};
 use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
@@ -599,21 +600,31 @@ impl Engine {
         T: DeviceScalar,
         E: From<EngineError>,
     {
-        let mut y = Vec::new();
-        let t = self.execute_le_into(m, pp, x_le, &mut y, check_x)?;
-        Ok(t.map(|t| (y, t)))
+        let mut y = HostBytes::heap(0);
+        let t = self.execute_le_into(m, pp, x_le.into(), &mut y, check_x)?;
+        Ok(t.map(|t| (y.into_vec(), t)))
     }
 
-    /// [`Engine::execute_le`] with y read into the caller's `y` (resized to
-    /// `nrows * T::BYTES` bytes, which costs nothing when it already has that
+    /// `len` bytes of pinned host memory for x or y (contents unspecified):
+    /// [`Engine::execute_le_into`] moves x and y in such bytes straight at
+    /// the DMA's speed.
+    pub fn pinned_bytes(&self, len: usize) -> Result<HostBytes> {
+        HostBytes::pinned(&self.queue, len)
+    }
+
+    /// [`Engine::execute_le`] with y read into the caller's `y` (made
+    /// `nrows * T::BYTES` bytes long, of the same kind, when it has another
     /// length): a caller that reuses its buffer allocates and faults in no
-    /// new memory per call. `y` is left unspecified on an error.
+    /// new memory per call. When x and y are both pinned host memory they go
+    /// straight to and from the device; otherwise the engine's
+    /// [`crate::BinaryStaging`] says whether they are copied through the
+    /// matrix's pinned staging. `y` is left unspecified on an error.
     pub fn execute_le_into<T, E>(
         &self,
         m: &DeviceMatrix<T>,
         pp: &PreparedPlan<T>,
-        x_le: &[u8],
-        y: &mut Vec<u8>,
+        x: LeBytes<'_>,
+        y: &mut HostBytes,
         check_x: impl FnOnce() -> std::result::Result<(), E>,
     ) -> std::result::Result<Option<Timings>, E>
     where
@@ -626,6 +637,7 @@ impl Engine {
         if pp.matrix_id != m.id {
             return Err(EngineError::WrongMatrix.into());
         }
+        let x_le = x.bytes;
         if x_le.len() != m.ncols * T::BYTES {
             return Err(EngineError::XLength {
                 expected: m.ncols,
@@ -633,21 +645,22 @@ impl Engine {
             }
             .into());
         }
+        self.fit_host_bytes(y, m.nrows * T::BYTES)?;
         let widest = m.ncols.max(m.nrows) * T::BYTES;
-        if self.binary_staging.pinned_for(&self.info.kind, widest) {
+        let both_pinned = x.pinned && y.is_pinned();
+        if !both_pinned && self.binary_staging.pinned_for(&self.info.kind, widest) {
             // Through the matrix's pinned buffers (the staged path): x's bytes
             // copied in and checked before the device starts, y's copied out.
-            y.resize(m.nrows * T::BYTES, 0);
-            let fill = |x: &mut [T]| {
-                le_bytes_mut(x).copy_from_slice(x_le);
+            let fill = |xs: &mut [T]| {
+                le_bytes_mut(xs).copy_from_slice(x_le);
                 check_x()
             };
-            let ((), t) =
-                self.execute_with(m, pp, fill, |ys: &[T]| y.copy_from_slice(le_bytes(ys)))?;
+            let ((), t) = self.execute_with(m, pp, fill, |ys: &[T]| {
+                y.as_mut().copy_from_slice(le_bytes(ys))
+            })?;
             return Ok(Some(t));
         }
         let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());
-        y.resize(m.nrows * T::BYTES, 0);
         let t0 = Instant::now();
         let mut up = None;
         let gate = Gate::new(&self.context)?;
@@ -670,13 +683,26 @@ impl Engine {
             up = Some(ev);
         }
         let mut checked = Ok(());
-        let read = |ev: &mut Event| self.enqueue_read_y_le(m, &mut y[..], ev);
+        let read = |ev: &mut Event| self.enqueue_read_y_le(m, y.as_mut(), ev);
         let timings = self.run_and_read(m, pp, (t0, None), up, read, || {
             drop(gate);
             checked = check_x()
         })?;
         checked?;
         Ok(Some(timings))
+    }
+
+    /// Gives `y` the length `len` (a new buffer of its kind when it has
+    /// another; nothing to do when it has that length).
+    pub(crate) fn fit_host_bytes(&self, y: &mut HostBytes, len: usize) -> Result<()> {
+        if y.len() != len {
+            *y = if y.is_pinned() {
+                self.pinned_bytes(len)?
+            } else {
+                HostBytes::heap(len)
+            };
+        }
+        Ok(())
     }
 
     /// Whether the device stores values little-endian (every GPU and CPU

@@ -13,6 +13,7 @@
 
 use crate::engine::{event_ns, Engine, Gate, Timings};
 use crate::error::{EngineError, Result};
+use crate::host::HostBytes;
 use crate::kernels::DeviceScalar;
 use crate::prepared::PreparedPlan;
 use crate::{AnyMatrix, AnyPlan, DeviceMatrix};
@@ -213,7 +214,7 @@ impl Engine {
         m: &AnyMatrix,
         pp: &AnyPlan,
         x: &mut XInflow,
-        y: &mut Vec<u8>,
+        y: &mut HostBytes,
     ) -> Result<Timings> {
         if x.filled != x.len() || x.len() != m.ncols() * m.precision().bytes() {
             let got = x.filled / m.precision().bytes();
@@ -239,13 +240,13 @@ impl Engine {
         m: &DeviceMatrix<T>,
         pp: &PreparedPlan<T>,
         x: &mut XInflow,
-        y: &mut Vec<u8>,
+        y: &mut HostBytes,
     ) -> Result<Timings> {
         if pp.matrix_id != m.id {
             return Err(EngineError::WrongMatrix);
         }
         let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());
-        y.resize(m.nrows * T::BYTES, 0);
+        self.fit_host_bytes(y, m.nrows * T::BYTES)?;
         let t0 = Instant::now();
         let gate = Gate::new(self.context())?;
         let earlier = x.parts.len();
@@ -255,7 +256,7 @@ impl Engine {
             x.sent = x.len();
             up = x.parts.pop();
         }
-        let read = |ev: &mut Event| self.enqueue_read_y_le(m, &mut y[..], ev);
+        let read = |ev: &mut Event| self.enqueue_read_y_le(m, y.as_mut(), ev);
         let device = x.device.as_core().clone();
         let tail = up.clone();
         let mut t = self.run_and_read(m, pp, (t0, Some(&device)), up, read, || drop(gate))?;

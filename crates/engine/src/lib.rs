@@ -25,6 +25,7 @@ pub mod config;
 pub mod device;
 pub mod engine;
 pub mod error;
+pub mod host;
 pub mod inflow;
 pub mod kernels;
 mod launch;
@@ -41,6 +42,7 @@ pub use config::{
 pub use device::{DeviceInfo, DEVICE_ENV};
 pub use engine::{CopyBandwidth, Engine, Timings};
 pub use error::{EngineError, Result};
+pub use host::{HostBytes, LeBytes};
 pub use inflow::{XInflow, INFLOW_SLICE};
 pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, PARAMS_ENV};
 pub use matrix::{min_bytes, DeviceMatrix};

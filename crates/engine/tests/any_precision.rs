@@ -419,10 +419,16 @@ fn x_streamed_in_slices_gives_the_reference_y_and_leaves_the_plan_reading_its_ow
             std::thread::sleep(std::time::Duration::from_millis(100));
             inflow.put(&bytes[cut..]).unwrap();
             assert_eq!(inflow.filled(), inflow.len());
-            let mut y = Vec::new();
+            // y on the heap, then in pinned memory of the wrong length
+            // (replaced by pinned memory of the right one), by turns.
+            let mut y = match k % 2 {
+                0 => engine::HostBytes::heap(0),
+                _ => e.pinned_bytes(3).unwrap(),
+            };
             let t = e.execute_inflow_into(&m, &pp, &mut inflow, &mut y).unwrap();
-            let what = format!("{plan:?} streamed");
-            check(&a, &x, &from_le(&y, p), p, &what);
+            let what = format!("{plan:?} streamed, y pinned {}", y.is_pinned());
+            assert_eq!(y.is_pinned(), k % 2 == 1, "{what}: y keeps its kind");
+            check(&a, &x, &from_le(y.as_ref(), p), p, &what);
             // Every slice's copy is counted; after the last byte only the last one ran.
             assert!(t.upload_x_after_ns < t.upload_x_ns, "{what}: {t:?}");
             assert_eq!(inflow.filled(), 0, "ready for the next x");
@@ -449,7 +455,7 @@ fn an_inflow_refuses_short_and_long_x_and_restarts_cleanly() {
         // Too short: refused, naming both lengths, and the inflow starts over.
         put_odd(&mut inflow, &bytes[..bytes.len() - 2 * p.bytes()]);
         let err = e
-            .execute_inflow_into(&m, &pp, &mut inflow, &mut Vec::new())
+            .execute_inflow_into(&m, &pp, &mut inflow, &mut engine::HostBytes::heap(0))
             .unwrap_err();
         assert!(
             matches!(err, EngineError::XLength { expected, got } if expected == a.ncols() && got == a.ncols() - 2),
@@ -469,8 +475,8 @@ fn an_inflow_refuses_short_and_long_x_and_restarts_cleanly() {
         inflow.restart().unwrap();
         let x = x_for(a.ncols(), 4);
         put_odd(&mut inflow, &le(&x, p));
-        let mut y = Vec::new();
+        let mut y = engine::HostBytes::heap(0);
         e.execute_inflow_into(&m, &pp, &mut inflow, &mut y).unwrap();
-        check(&a, &x, &from_le(&y, p), p, "after a restart");
+        check(&a, &x, &from_le(y.as_ref(), p), p, "after a restart");
     }
 }

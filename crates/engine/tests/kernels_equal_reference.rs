@@ -812,13 +812,35 @@ fn check_le_path<T: DeviceScalar>(
     }
     // Into the caller's buffer (`execute_le_into`): first one too long and
     // full of stale bytes, then the same buffer again at the right length.
-    let mut y = vec![0xa5u8; (m.nrows() + 3) * T::BYTES];
+    let x_le = le_bytes(&x);
+    let mut y = engine::HostBytes::from(vec![0xa5u8; (m.nrows() + 3) * T::BYTES]);
     for call in 0..2 {
-        e.execute_le_into(m, pp, &le_bytes(&x), &mut y, || Ok::<(), EngineError>(()))
+        e.execute_le_into(m, pp, x_le[..].into(), &mut y, || Ok::<(), EngineError>(()))
             .unwrap()
             .expect("CPU and GPU devices are little-endian");
-        assert_eq!(y, le_bytes(&want), "{name} {} into, call {call}", T::NAME);
+        assert_eq!(
+            y.as_ref(),
+            le_bytes(&want),
+            "{name} {} into, call {call}",
+            T::NAME
+        );
     }
+    // x and y in pinned host memory (straight to and from the device), then
+    // x pinned and y on the heap (the engine's staging rule), y's stale
+    // bytes overwritten each time.
+    let mut x_pinned = e.pinned_bytes(x_le.len()).unwrap();
+    x_pinned.as_mut().copy_from_slice(&x_le);
+    let mut y_pinned = e.pinned_bytes(m.nrows() * T::BYTES).unwrap();
+    y_pinned.as_mut().fill(0xa5);
+    let mut y_heap = engine::HostBytes::heap(0);
+    for y in [&mut y_pinned, &mut y_heap] {
+        e.execute_le_into(m, pp, (&x_pinned).into(), y, || Ok::<(), EngineError>(()))
+            .unwrap()
+            .expect("CPU and GPU devices are little-endian");
+        let what = format!("{name} {} x pinned, y pinned {}", T::NAME, y.is_pinned());
+        assert_eq!(y.as_ref(), le_bytes(&want), "{what}");
+    }
+    assert!(y_pinned.is_pinned() && !y_heap.is_pinned());
     let short = le_bytes(&x[..m.ncols().saturating_sub(1)]);
     if m.ncols() > 0 {
         assert!(matches!(

@@ -188,6 +188,10 @@ pub struct OnDevice {
     pub planning: Planning,
     /// Bytes of its device buffers.
     pub device_bytes: u64,
+    /// Whether binary x is received into, and binary y answered from,
+    /// pinned host memory that the device copies at DMA speed
+    /// (`--host-pools`; by default on a device that is not a CPU).
+    pub pinned_host_buffers: bool,
     /// Planning, upload, preparation and tuning, ms.
     pub setup_ms: f64,
 }

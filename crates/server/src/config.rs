@@ -222,6 +222,14 @@ pub struct Config {
     #[arg(long, env = "SPMV_STREAM_X", value_enum, default_value_t = StreamX::Auto)]
     pub stream_x: StreamX,
 
+    /// Where an uploaded matrix keeps the host buffers that binary x is
+    /// received into and y answered from: auto (the default: pinned host
+    /// memory on a device that is not a CPU, so the device copies both at
+    /// DMA speed with no host copy; the heap on a CPU device, where pinned
+    /// memory is the same memory), pinned, heap.
+    #[arg(long, env = "SPMV_HOST_POOLS", value_enum, default_value_t = HostPools::Auto)]
+    pub host_pools: HostPools,
+
     /// Kernel parameter overrides `name=value,...` (see `spmv bench --help`).
     #[arg(long, env = "SPMV_KERNEL_PARAMS")]
     pub kernel_params: Option<String>,
@@ -242,6 +250,28 @@ pub enum StreamX {
     On,
     /// Never: x is received whole, then uploaded.
     Off,
+}
+
+/// Where an uploaded matrix's x and y host buffers live ([`Config::host_pools`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HostPools {
+    /// Pinned on a device that is not a CPU, else the heap (the default).
+    Auto,
+    /// Pinned host memory (`CL_MEM_ALLOC_HOST_PTR`, mapped once).
+    Pinned,
+    /// The heap.
+    Heap,
+}
+
+impl HostPools {
+    /// Whether pools are pinned on a device of this OpenCL type (`cpu`, `gpu`, ...).
+    pub fn pinned_for(self, device_kind: &str) -> bool {
+        match self {
+            HostPools::Auto => !device_kind.eq_ignore_ascii_case("cpu"),
+            HostPools::Pinned => true,
+            HostPools::Heap => false,
+        }
+    }
 }
 
 /// The smallest x (bytes) that [`StreamX::Auto`] streams. On the H100 (pairs
@@ -350,6 +380,19 @@ impl Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_pools_are_pinned_by_default_on_devices_other_than_cpus() {
+        assert_eq!(Config::defaults().host_pools, HostPools::Auto);
+        assert!(HostPools::Auto.pinned_for("gpu"));
+        assert!(HostPools::Auto.pinned_for("accelerator"));
+        assert!(!HostPools::Auto.pinned_for("CPU"));
+        assert!(HostPools::Pinned.pinned_for("cpu"));
+        assert!(!HostPools::Heap.pinned_for("gpu"));
+        let c = Config::parse_from(["server", "--host-pools", "pinned"]);
+        assert_eq!(c.host_pools, HostPools::Pinned);
+        assert!(Config::try_parse_from(["server", "--host-pools", "locked"]).is_err());
+    }
 
     #[test]
     fn stream_x_is_auto_by_default_and_auto_streams_a_wide_x_to_devices_other_than_cpus() {

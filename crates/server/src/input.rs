@@ -472,6 +472,9 @@ pub enum XIn {
         /// Whether every value was already checked finite as it arrived
         /// ([`crate::xbody::receive_x`]), so [`XIn::check_finite`] has nothing to do.
         checked: bool,
+        /// Whether the bytes lie in pinned host memory (received into a
+        /// pinned buffer of the matrix's x pool).
+        pinned: bool,
     },
     /// Binary x received into its matrix's inflow, most of it already on
     /// the device, every value checked on arrival.
@@ -492,14 +495,16 @@ impl XIn {
             bytes,
             precision,
             checked: false,
+            pinned: false,
         })
     }
 
     /// Binary x received by [`crate::xbody::receive_x`]: its length matches
     /// the matrix and every value was checked finite on arrival.
-    pub fn received(bytes: axum::body::Bytes, precision: Precision) -> XIn {
+    pub fn received(x: crate::pool::Pooled, precision: Precision) -> XIn {
         XIn::Binary {
-            bytes,
+            pinned: x.is_pinned(),
+            bytes: x.into_bytes(),
             precision,
             checked: true,
         }
@@ -539,11 +544,17 @@ impl XIn {
     /// little-endian device takes them as they are
     /// ([`engine::Engine::execute_le`]) while [`XIn::check_finite`] runs.
     /// `None` for x given as values or in another width.
-    pub fn le_bytes_of_width(&self, width: usize) -> Option<&[u8]> {
+    pub fn le_bytes_of_width(&self, width: usize) -> Option<engine::LeBytes<'_>> {
         match self {
             XIn::Binary {
-                bytes, precision, ..
-            } if precision.bytes() == width => Some(bytes),
+                bytes,
+                precision,
+                pinned,
+                ..
+            } if precision.bytes() == width => Some(engine::LeBytes {
+                bytes,
+                pinned: *pinned,
+            }),
             _ => None,
         }
     }
@@ -557,6 +568,7 @@ impl XIn {
                 bytes,
                 precision,
                 checked: false,
+                ..
             } => check_finite_le(bytes, *precision, 0),
             _ => Ok(()),
         }

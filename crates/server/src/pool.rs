@@ -1,29 +1,43 @@
 //! Host buffers of x and y reused from call to call on one prepared matrix:
 //! a pool keeps one idle buffer, so a steady stream of calls allocates (and
-//! faults in) no new memory for x's body or y's answer.
+//! faults in) no new memory for x's body or y's answer. On a GPU the pools
+//! are seeded with pinned host memory ([`VectorPools::pinned`], see
+//! [`crate::config::HostPools`]): x is received into it and y answered from
+//! it, and the device's copies of both run at DMA speed with no host copy.
 
 use axum::body::Bytes;
+use engine::HostBytes;
 use std::sync::{Arc, Mutex};
 
 /// One reusable byte buffer at most, kept while idle.
 #[derive(Debug, Default)]
 pub struct BufPool {
-    idle: Mutex<Option<Vec<u8>>>,
+    idle: Mutex<Option<HostBytes>>,
 }
 
 impl BufPool {
+    /// A pool whose idle buffer is `buf`.
+    fn seeded(buf: HostBytes) -> Arc<BufPool> {
+        Arc::new(BufPool {
+            idle: Mutex::new(Some(buf)),
+        })
+    }
+
     /// A buffer of `len` bytes: the idle one when it has that length (its
     /// contents are stale: the caller overwrites every byte), else a new one
-    /// of zeros. It comes back here when dropped.
+    /// of zeros on the heap (while a concurrent call holds the idle one). It
+    /// comes back here when dropped.
     pub fn take(self: &Arc<Self>, len: usize) -> Pooled {
-        let reused = self
-            .idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .filter(|b| b.len() == len);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let buf = match idle.take() {
+            Some(b) if b.len() == len => b,
+            other => {
+                *idle = other;
+                HostBytes::heap(len)
+            }
+        };
         Pooled {
-            buf: reused.unwrap_or_else(|| vec![0u8; len]),
+            buf,
             home: Arc::downgrade(self),
         }
     }
@@ -34,7 +48,25 @@ impl BufPool {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .map_or(0, Vec::len)
+            .map_or(0, HostBytes::len)
+    }
+
+    /// Whether the idle buffer is pinned host memory.
+    pub fn idle_pinned(&self) -> bool {
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(HostBytes::is_pinned)
+    }
+
+    /// Keeps `buf` as the idle buffer, unless the idle one is pinned and
+    /// `buf` is not (a pinned buffer is the one worth keeping).
+    fn give_back(&self, buf: HostBytes) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if buf.is_pinned() || !idle.as_ref().is_some_and(HostBytes::is_pinned) {
+            *idle = Some(buf);
+        }
     }
 }
 
@@ -42,14 +74,19 @@ impl BufPool {
 /// when its pool is gone).
 #[derive(Debug)]
 pub struct Pooled {
-    buf: Vec<u8>,
+    buf: HostBytes,
     home: std::sync::Weak<BufPool>,
 }
 
 impl Pooled {
-    /// The buffer, to fill or resize.
-    pub fn vec_mut(&mut self) -> &mut Vec<u8> {
+    /// The buffer, to fill.
+    pub fn host_mut(&mut self) -> &mut HostBytes {
         &mut self.buf
+    }
+
+    /// Whether the buffer is pinned host memory.
+    pub fn is_pinned(&self) -> bool {
+        self.buf.is_pinned()
     }
 
     /// As a `Bytes` (no copy) that gives the buffer back once every clone
@@ -61,21 +98,20 @@ impl Pooled {
 
 impl AsRef<[u8]> for Pooled {
     fn as_ref(&self) -> &[u8] {
-        &self.buf
+        self.buf.as_ref()
     }
 }
 
 impl AsMut<[u8]> for Pooled {
     fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.buf
+        self.buf.as_mut()
     }
 }
 
 impl Drop for Pooled {
     fn drop(&mut self) {
         if let Some(pool) = self.home.upgrade() {
-            let buf = std::mem::take(&mut self.buf);
-            *pool.idle.lock().unwrap_or_else(|e| e.into_inner()) = Some(buf);
+            pool.give_back(std::mem::replace(&mut self.buf, HostBytes::heap(0)));
         }
     }
 }
@@ -87,4 +123,90 @@ pub struct VectorPools {
     pub x: Arc<BufPool>,
     /// y's little-endian bytes, as answered.
     pub y: Arc<BufPool>,
+    /// Whether both were seeded with pinned buffers.
+    pinned: bool,
+}
+
+impl VectorPools {
+    /// Pools seeded with pinned buffers of x's `x_len` and y's `y_len`
+    /// bytes, made by `pinned` (the engine's [`engine::Engine::pinned_bytes`]);
+    /// a pool whose buffer could not be pinned starts empty (its buffers are
+    /// then on the heap), since pinned memory only makes the copies faster.
+    pub fn pinned(
+        x_len: usize,
+        y_len: usize,
+        pinned: impl Fn(usize) -> engine::Result<HostBytes>,
+    ) -> VectorPools {
+        let pool = |len: usize| match pinned(len) {
+            Ok(b) => BufPool::seeded(b),
+            Err(e) => {
+                tracing::warn!("no pinned host buffer of {len} bytes ({e}); on the heap instead");
+                Arc::default()
+            }
+        };
+        let (x, y) = (pool(x_len), pool(y_len));
+        VectorPools {
+            pinned: x.idle_pinned() && y.idle_pinned(),
+            x,
+            y,
+        }
+    }
+
+    /// Whether x's and y's pools were both seeded with pinned buffers.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_comes_back_and_is_reused_only_at_its_length() {
+        let pool = Arc::new(BufPool::default());
+        let mut a = pool.take(8);
+        a.as_mut().copy_from_slice(b"12345678");
+        drop(a);
+        assert_eq!(pool.idle_bytes(), 8);
+        // The same length: the idle buffer, stale bytes and all.
+        let b = pool.take(8);
+        assert_eq!(b.as_ref(), b"12345678");
+        assert_eq!(pool.idle_bytes(), 0);
+        // Another length meanwhile: a new buffer, and the one held stays out.
+        let c = pool.take(3);
+        assert_eq!(c.as_ref(), &[0, 0, 0]);
+        drop(b);
+        assert_eq!(pool.idle_bytes(), 8);
+        drop(c);
+        assert_eq!(pool.idle_bytes(), 3, "the last one back is kept");
+    }
+
+    #[test]
+    fn a_buffer_answered_as_bytes_comes_back_when_the_bytes_are_dropped() {
+        let pool = Arc::new(BufPool::default());
+        let bytes = pool.take(4).into_bytes();
+        let clone = bytes.clone();
+        drop(bytes);
+        assert_eq!(pool.idle_bytes(), 0);
+        drop(clone);
+        assert_eq!(pool.idle_bytes(), 4);
+    }
+
+    #[test]
+    fn a_buffer_whose_pool_is_gone_is_freed() {
+        let pool = Arc::new(BufPool::default());
+        let a = pool.take(4);
+        drop(pool);
+        drop(a);
+    }
+
+    #[test]
+    fn unpinnable_pools_start_empty_and_use_the_heap() {
+        let pools = VectorPools::pinned(16, 8, |_| Err(engine::EngineError::WrongMatrix));
+        assert_eq!(pools.x.idle_bytes(), 0);
+        assert!(!pools.y.idle_pinned());
+        assert!(!pools.x.take(16).is_pinned());
+        assert!(!pools.is_pinned());
+    }
 }

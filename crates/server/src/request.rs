@@ -307,7 +307,7 @@ async fn stream_x_request(
                 &mut SliceSink::new(x.as_mut()),
             )
             .await?;
-            XIn::received(x.into_bytes(), p)
+            XIn::received(x, p)
         }
     };
     Ok((

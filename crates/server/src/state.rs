@@ -320,15 +320,36 @@ pub fn cast_checked<T: Scalar>(a: &Csr<f64>) -> Result<Csr<T>, ApiError> {
     Ok(c)
 }
 
+/// How a matrix's buffers for x are set up at upload ([`upload_blocking`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct XSetup {
+    /// An [`engine::XInflow`] for x to be uploaded in slices while it
+    /// arrives (a matrix kept for many calls).
+    pub stream: bool,
+    /// The x and y pools seeded with pinned host memory ([`VectorPools::pinned`]).
+    pub pinned_pools: bool,
+}
+
+impl XSetup {
+    /// What the configuration says for a matrix kept for many calls, with
+    /// `x_bytes` of x, on `engine`'s device.
+    pub fn kept(cfg: &crate::config::Config, engine: &Engine, x_bytes: usize) -> XSetup {
+        let kind = &engine.info().kind;
+        XSetup {
+            stream: cfg.stream_x.on_for(kind, x_bytes),
+            pinned_pools: cfg.host_pools.pinned_for(kind),
+        }
+    }
+}
+
 /// Uploads `a` in precision `p` and prepares `planned` (blocking; run on the
-/// device worker); with `stream_x`, an [`engine::XInflow`] for x to be
-/// uploaded in slices while it arrives (a matrix kept for many calls).
+/// device worker), with x's buffers as `x` says.
 pub fn upload_blocking(
     engine: &Engine,
     a: &Csr<f64>,
     p: Precision,
     planned: &Planned,
-    stream_x: bool,
+    x: XSetup,
 ) -> Result<DeviceBuffers, ApiError> {
     let matrix = engine.upload_finite_as(a, p).map_err(|e| match e {
         EngineError::NonFinite(why) => ApiError::NonFinite(why),
@@ -340,15 +361,21 @@ pub fn upload_blocking(
         &planned.plan,
         LaunchMode::Grouped,
     )?;
-    let inflow = Mutex::new(if stream_x {
+    let inflow = Mutex::new(if x.stream {
         engine.x_inflow(&matrix)?
     } else {
         None
     });
+    let pools = if x.pinned_pools {
+        let w = p.bytes();
+        VectorPools::pinned(a.ncols() * w, a.nrows() * w, |len| engine.pinned_bytes(len))
+    } else {
+        VectorPools::default()
+    };
     Ok(DeviceBuffers {
         matrix,
         plan,
-        pools: VectorPools::default(),
+        pools,
         inflow,
     })
 }
@@ -358,7 +385,7 @@ impl engine::XSource for XIn {
     fn fill<T: DeviceScalar>(&self, out: &mut [T]) -> Result<(), ApiError> {
         XIn::fill(self, out)
     }
-    fn le_bytes(&self, width: usize) -> Option<&[u8]> {
+    fn le_bytes(&self, width: usize) -> Option<engine::LeBytes<'_>> {
         XIn::le_bytes_of_width(self, width)
     }
     fn check(&self) -> Result<(), ApiError> {
@@ -389,7 +416,7 @@ pub fn execute_blocking(
             .pools
             .y
             .take(b.matrix.nrows() * b.matrix.precision().bytes());
-        if let Some(timings) = engine.execute_any_le_into(&b.matrix, &b.plan, x, y.vec_mut())? {
+        if let Some(timings) = engine.execute_any_le_into(&b.matrix, &b.plan, x, y.host_mut())? {
             return Ok(Executed {
                 y: YVec::Bytes(y.into_bytes()),
                 timings,
@@ -431,7 +458,7 @@ fn execute_inflow(
     let p = b.matrix.precision();
     let mut y = b.pools.y.take(b.matrix.nrows() * p.bytes());
     let timings =
-        engine.execute_inflow_into(&b.matrix, &b.plan, lease.inflow_mut(), y.vec_mut())?;
+        engine.execute_inflow_into(&b.matrix, &b.plan, lease.inflow_mut(), y.host_mut())?;
     drop(lease);
     let y = match (bytes_y, p) {
         (true, _) => YVec::Bytes(y.into_bytes()),
@@ -932,11 +959,11 @@ impl AppState {
                 .predict_plan_ms(p, m.features(), &planned.plan, &planned.binning);
         let m2 = m.clone();
         let tune = self.0.config.tune_config();
-        let stream_x = self.0.config.stream_x;
+        let cfg = self.clone();
         let (buffers, planned, generation) = self
             .on_device_at(None, move |engine, g| {
-                let stream = stream_x.on_for(&engine.info().kind, m2.host.ncols() * p.bytes());
-                let b = upload_blocking(engine, &m2.host, p, &planned, stream)?;
+                let x = XSetup::kept(&cfg.0.config, engine, m2.host.ncols() * p.bytes());
+                let b = upload_blocking(engine, &m2.host, p, &planned, x)?;
                 let (b, planned) = crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)?;
                 Ok((b, planned, g))
             })

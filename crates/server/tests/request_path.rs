@@ -231,6 +231,59 @@ async fn binary_x_and_y_through_pinned_buffers_give_the_reference_y() {
     }
 }
 
+/// Whether the matrix `id` says its binary x and y go through pinned host memory.
+async fn pinned_host_buffers(app: &Router, id: &str) -> Vec<bool> {
+    let r = send(app, get(&format!("/matrices/{id}"))).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()["uploaded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["pinned_host_buffers"].as_bool().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn binary_x_and_y_in_pinned_host_pools_give_the_reference_y() {
+    // x received into and y answered from the matrix's pinned pools
+    // (straight to and from the device), with answers held so that later
+    // calls find the pinned buffers out and take heap ones; x whole and
+    // streamed; then the heap pools for comparison.
+    let test = "binary_x_and_y_in_pinned_host_pools_give_the_reference_y";
+    for (k, (pools, stream)) in [("pinned", "off"), ("pinned", "on"), ("heap", "off")]
+        .into_iter()
+        .enumerate()
+    {
+        let flags = &["--no-database", "--host-pools", pools, "--stream-x", stream];
+        let dims = (300 + 50 * k, 1037, 40 + k as u64);
+        let Some((app, a, id)) = with_matrix_on(&format!("{test}_{k}"), flags, dims).await else {
+            return;
+        };
+        for p in ["f64", "f32"] {
+            let mut held = Vec::new();
+            for k in 1..=3 {
+                let x = random_x(a.ncols(), 50 + k);
+                let r = send(
+                    &app,
+                    x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, k != 2),
+                )
+                .await;
+                held.push((x, r));
+            }
+            for (x, r) in &held {
+                check(&a, x, &y_from(r, p, true), p);
+            }
+            still_serves(&app, (&a, &id), p, 59, false).await;
+        }
+        let pinned = pinned_host_buffers(&app, &id).await;
+        assert_eq!(
+            pinned,
+            vec![pools == "pinned"; 2],
+            "{pools}, stream {stream}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_held_answer_keeps_its_y_while_later_calls_run() {
     let Some((app, a, id)) = with_matrix(
@@ -395,12 +448,21 @@ async fn json_forms_are_unchanged_and_f32_overflow_is_refused() {
 
 #[tokio::test]
 async fn a_slow_body_does_not_hold_up_another_call_on_the_same_matrix() {
-    let Some((app, a, id)) = with_matrix(
-        "a_slow_body_does_not_hold_up_another_call_on_the_same_matrix",
-        (256, 300, 12),
-    )
-    .await
-    else {
+    let test = "a_slow_body_does_not_hold_up_another_call_on_the_same_matrix";
+    slow_body_beside_a_quick_one(test, &["--no-database"]).await;
+}
+
+#[tokio::test]
+async fn a_slow_body_in_the_pinned_x_buffer_leaves_a_heap_one_to_another_call() {
+    let test = "a_slow_body_in_the_pinned_x_buffer_leaves_a_heap_one_to_another_call";
+    slow_body_beside_a_quick_one(test, &["--no-database", "--host-pools", "pinned"]).await;
+}
+
+/// A body half sent holds the matrix's x buffer while another whole call
+/// on the same matrix runs (with a buffer of its own) and answers; then
+/// the slow one finishes; both y checked.
+async fn slow_body_beside_a_quick_one(test: &str, flags: &[&str]) {
+    let Some((app, a, id)) = with_matrix_on(test, flags, (256, 300, 12)).await else {
         return;
     };
     let (slow_x, quick_x) = (random_x(a.ncols(), 50), random_x(a.ncols(), 51));

@@ -10,6 +10,7 @@ fn on_device(r: &Ready) -> api::OnDevice {
         model: r.planned.model.clone(),
         planning: r.planned.planning.clone(),
         device_bytes: r.device_bytes,
+        pinned_host_buffers: r.buffers.pools.is_pinned(),
         setup_ms: r.setup_ms,
     }
 }

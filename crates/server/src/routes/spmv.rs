@@ -309,7 +309,7 @@ async fn execute_once(
     let (m2, x2, pl2) = (m.clone(), x.clone(), planned.clone());
     let exec: Executed = s
         .on_device(move |e| {
-            let b = upload_blocking(e, &m2.host, p, &pl2, false)?;
+            let b = upload_blocking(e, &m2.host, p, &pl2, XSetup::default())?;
             execute_blocking(e, &b, &x2, bytes_y)
         })
         .await?;

@@ -206,19 +206,21 @@ pub struct Config {
     #[arg(long, env = "SPMV_WARP_SHUFFLE", default_value = "auto")]
     pub warp_shuffle: engine::WarpShuffle,
 
-    /// How binary x and y reach the device: auto (the default: through the
-    /// matrix's pinned buffers on a device that is not a CPU when x and y
-    /// each have under 1 MiB, else straight from and to the request's and
-    /// answer's own memory), pinned, direct.
+    /// How binary x and y reach the device when they are not both in pinned
+    /// host pools (`--host-pools`; an inline matrix's, or heap pools): auto
+    /// (the default: through the matrix's pinned buffers on a device that is
+    /// not a CPU when x and y each have under 1 MiB, else straight from and
+    /// to the request's and answer's own memory), pinned, direct.
     #[arg(long, env = "SPMV_BINARY_STAGING", default_value = "auto")]
     pub binary_staging: engine::BinaryStaging,
 
     /// Binary x of an uploaded matrix sent to the device in slices while the
     /// rest still arrives: auto (the default: on for a device with memory of
-    /// its own when x has at least 8 MiB, measured faster at 10M nonzeros on an
-    /// H100 and no different at 3M and below; off for a CPU device, where the
-    /// copies run on the cores that receive the body and it was measured
-    /// slower), on, off.
+    /// its own when x has at least 8 MiB and the host pools are on the heap,
+    /// measured faster at 10M nonzeros on an H100 with heap pools and slower
+    /// with pinned ones, which are the default there; off for a CPU device,
+    /// where the copies run on the cores that receive the body and it was
+    /// measured slower), on, off.
     #[arg(long, env = "SPMV_STREAM_X", value_enum, default_value_t = StreamX::Auto)]
     pub stream_x: StreamX,
 
@@ -244,7 +246,8 @@ pub struct Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StreamX {
     /// On for a device that is not a CPU, for an x of at least
-    /// [`STREAM_X_MIN_BYTES`] (the default).
+    /// [`STREAM_X_MIN_BYTES`], when x is not received into pinned host
+    /// memory (the default).
     Auto,
     /// Always.
     On,
@@ -275,19 +278,24 @@ impl HostPools {
 }
 
 /// The smallest x (bytes) that [`StreamX::Auto`] streams. On the H100 (pairs
-/// of alternated rounds, on against off, f64) streaming gained a median 0.94 ms
-/// of server time at 10M nonzeros (x of 16 MB, on faster in 13 of 15 pairs)
-/// and nothing at 3M (4.8 MB, 3 of 7), 1M (1.6 MB, 5 of 11), 300K or 100K;
-/// the bound sits between the last tie and the win.
+/// of alternated rounds, on against off, f64, heap pools) streaming gained a
+/// median 0.94 ms of server time at 10M nonzeros (x of 16 MB, on faster in 13
+/// of 15 pairs) and nothing at 3M (4.8 MB, 3 of 7), 1M (1.6 MB, 5 of 11),
+/// 300K or 100K; the bound sits between the last tie and the win. With x
+/// received into pinned pools (the fifth window) streaming lost a median
+/// 0.64 and 0.98 ms at 10M (off faster in 3 of 4 and 5 of 6 pairs): the
+/// whole x then goes at DMA speed, and receiving into the inflow is slower.
 pub const STREAM_X_MIN_BYTES: usize = 8 << 20;
 
 impl StreamX {
     /// Whether to stream an x of `x_bytes` to a device of this OpenCL type
-    /// (`cpu`, `gpu`, ...).
-    pub fn on_for(self, device_kind: &str, x_bytes: usize) -> bool {
+    /// (`cpu`, `gpu`, ...) for a matrix whose host pools are pinned or not.
+    pub fn on_for(self, device_kind: &str, x_bytes: usize, pinned_pools: bool) -> bool {
         match self {
             StreamX::Auto => {
-                !device_kind.eq_ignore_ascii_case("cpu") && x_bytes >= STREAM_X_MIN_BYTES
+                !device_kind.eq_ignore_ascii_case("cpu")
+                    && !pinned_pools
+                    && x_bytes >= STREAM_X_MIN_BYTES
             }
             StreamX::On => true,
             StreamX::Off => false,
@@ -395,15 +403,17 @@ mod tests {
     }
 
     #[test]
-    fn stream_x_is_auto_by_default_and_auto_streams_a_wide_x_to_devices_other_than_cpus() {
+    fn stream_x_is_auto_by_default_and_auto_streams_a_wide_x_to_devices_other_than_cpus_with_heap_pools() {
         let wide = STREAM_X_MIN_BYTES;
-        assert!(!StreamX::Auto.on_for("cpu", wide));
-        assert!(!StreamX::Auto.on_for("CPU", wide));
-        assert!(StreamX::Auto.on_for("gpu", wide));
-        assert!(StreamX::Auto.on_for("accelerator", wide));
-        assert!(!StreamX::Auto.on_for("gpu", wide - 1));
-        assert!(StreamX::On.on_for("cpu", 8));
-        assert!(!StreamX::Off.on_for("gpu", wide));
+        assert!(!StreamX::Auto.on_for("cpu", wide, false));
+        assert!(!StreamX::Auto.on_for("CPU", wide, false));
+        assert!(StreamX::Auto.on_for("gpu", wide, false));
+        assert!(StreamX::Auto.on_for("accelerator", wide, false));
+        assert!(!StreamX::Auto.on_for("gpu", wide - 1, false));
+        // x received into pinned pools goes whole (faster on the H100).
+        assert!(!StreamX::Auto.on_for("gpu", wide, true));
+        assert!(StreamX::On.on_for("cpu", 8, true));
+        assert!(!StreamX::Off.on_for("gpu", wide, false));
         assert_eq!(Config::defaults().stream_x, StreamX::Auto);
         let c = Config::parse_from(["server", "--stream-x", "off"]);
         assert_eq!(c.stream_x, StreamX::Off);

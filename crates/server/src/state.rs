@@ -335,9 +335,10 @@ impl XSetup {
     /// `x_bytes` of x, on `engine`'s device.
     pub fn kept(cfg: &crate::config::Config, engine: &Engine, x_bytes: usize) -> XSetup {
         let kind = &engine.info().kind;
+        let pinned_pools = cfg.host_pools.pinned_for(kind);
         XSetup {
-            stream: cfg.stream_x.on_for(kind, x_bytes),
-            pinned_pools: cfg.host_pools.pinned_for(kind),
+            stream: cfg.stream_x.on_for(kind, x_bytes, pinned_pools),
+            pinned_pools,
         }
     }
 }

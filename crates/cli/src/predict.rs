@@ -243,17 +243,13 @@ fn amortise_context(
     engine: Option<&engine::Engine>,
     p: sparse::Precision,
 ) -> selector::AmortiseContext {
-    let mut costs = selector::AnalysisCosts::calibrate();
-    let mut copy_gbps = None;
-    if let Some(e) = engine {
-        copy_gbps = e.copy_bandwidth(64 << 20, 5).ok().map(|c| c.peak_gbps);
-        if let Ok(l) = e.launch_prepare_ms() {
-            costs = costs.with_launch_ms(l, &format!("{l:.4} ms measured on the device"));
-        }
-    }
+    let fig = engine.map(engine::Engine::planning_figures);
+    let launch_ms = fig
+        .as_ref()
+        .and_then(|f| f.launch_ms.as_ref().ok().copied());
     selector::AmortiseContext {
-        costs,
-        copy_gbps,
+        costs: selector::AnalysisCosts::calibrate().with_device_launch(launch_ms),
+        copy_gbps: fig.as_ref().and_then(engine::PlanningFigures::copy_gbps),
         value_bytes: p.bytes(),
     }
 }

@@ -90,6 +90,26 @@ pub struct CopyBandwidth {
     pub peak_gbps: f64,
 }
 
+/// What planning for a number of calls weighs about the device, measured
+/// once ([`Engine::planning_figures`]): the same figures wherever a plan is
+/// made (the service at start, `spmv predict --calls`, the trainer's
+/// first-call evaluation).
+#[derive(Debug)]
+pub struct PlanningFigures {
+    /// Host time of preparing one launch ([`Engine::launch_prepare_ms`]).
+    pub launch_ms: Result<f64>,
+    /// The copy bandwidth, 64 MiB each way, 5 repetitions ([`Engine::copy_bandwidth`]).
+    pub copy: Result<CopyBandwidth>,
+}
+
+impl PlanningFigures {
+    /// The copy bandwidth the planner's SpMV-time bound uses (the fastest
+    /// repetition's), when measured.
+    pub fn copy_gbps(&self) -> Option<f64> {
+        self.copy.as_ref().ok().map(|c| c.peak_gbps)
+    }
+}
+
 /// One OpenCL device with its kernel pool.
 ///
 /// `Engine` is `Send + Sync`: share it (e.g. in an `Arc` or a `OnceLock`) and call it
@@ -915,6 +935,14 @@ impl Engine {
             min_ms: st.min_ms,
             peak_gbps: gbps(st.min_ms),
         })
+    }
+
+    /// The device's figures that planning weighs ([`PlanningFigures`]).
+    pub fn planning_figures(&self) -> PlanningFigures {
+        PlanningFigures {
+            launch_ms: self.launch_prepare_ms(),
+            copy: self.copy_bandwidth(64 << 20, 5),
+        }
     }
 
     /// Host time of preparing one launch (a kernel over a tiny uploaded

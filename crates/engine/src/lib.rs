@@ -40,7 +40,7 @@ pub use config::{
     BINARY_PINNED_MAX_BYTES,
 };
 pub use device::{DeviceInfo, DEVICE_ENV};
-pub use engine::{CopyBandwidth, Engine, Timings};
+pub use engine::{CopyBandwidth, Engine, PlanningFigures, Timings};
 pub use error::{EngineError, Result};
 pub use host::{HostBytes, LeBytes};
 pub use inflow::{XInflow, INFLOW_SLICE};

@@ -232,6 +232,15 @@ impl AnalysisCosts {
         self
     }
 
+    /// The same with the device's per-launch cost when it was measured
+    /// (`engine::PlanningFigures::launch_ms`), else unchanged.
+    pub fn with_device_launch(self, launch_ms: Option<f64>) -> AnalysisCosts {
+        match launch_ms {
+            Some(l) => self.with_launch_ms(l, &format!("{l:.4} ms measured on the device")),
+            None => self,
+        }
+    }
+
     /// Binning `nrows` rows under `scheme` (ms).
     pub fn binning_ms(&self, nrows: usize, scheme: Scheme) -> f64 {
         match scheme {

@@ -403,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn stream_x_is_auto_by_default_and_auto_streams_a_wide_x_to_devices_other_than_cpus_with_heap_pools() {
+    fn auto_streams_a_wide_x_into_heap_pools_on_devices_other_than_cpus() {
         let wide = STREAM_X_MIN_BYTES;
         assert!(!StreamX::Auto.on_for("cpu", wide, false));
         assert!(!StreamX::Auto.on_for("CPU", wide, false));

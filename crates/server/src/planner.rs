@@ -425,11 +425,7 @@ impl Planner {
         launch_ms: Option<f64>,
     ) -> Planner {
         self.copy_gbps = copy_gbps;
-        if let Some(l) = launch_ms {
-            self.costs = self
-                .costs
-                .with_launch_ms(l, &format!("{l:.4} ms measured on the device at start"));
-        }
+        self.costs = self.costs.with_device_launch(launch_ms);
         self
     }
 

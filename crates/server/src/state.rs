@@ -60,8 +60,9 @@ impl DeviceState {
     pub fn open_with(cfg: &engine::EngineConfig) -> DeviceState {
         match Engine::with_config(cfg).and_then(|e| build_programs(&e).map(|()| e)) {
             Ok(engine) => {
-                let launch_ms = engine.launch_prepare_ms().ok();
-                let copy = match engine.copy_bandwidth(64 << 20, 5) {
+                let fig = engine.planning_figures();
+                let launch_ms = fig.launch_ms.ok();
+                let copy = match fig.copy {
                     Ok(c) => Some(c),
                     Err(e) => {
                         tracing::warn!(error = %e, "could not measure the device's copy bandwidth");

@@ -52,15 +52,14 @@ impl FirstCallSetup {
     /// Calibrates the host costs and, with a device, measures its per-launch
     /// preparation cost and copy bandwidth as the service does at start.
     pub fn new(engine: Option<&Engine>) -> FirstCallSetup {
-        let mut costs = AnalysisCosts::calibrate();
-        let mut copy_gbps = None;
-        if let Some(e) = engine {
-            if let Ok(l) = e.launch_prepare_ms() {
-                costs = costs.with_launch_ms(l, &format!("{l:.4} ms measured on the device"));
-            }
-            copy_gbps = e.copy_bandwidth(64 << 20, 3).ok().map(|b| b.peak_gbps);
+        let fig = engine.map(Engine::planning_figures);
+        let launch_ms = fig
+            .as_ref()
+            .and_then(|f| f.launch_ms.as_ref().ok().copied());
+        FirstCallSetup {
+            costs: AnalysisCosts::calibrate().with_device_launch(launch_ms),
+            copy_gbps: fig.as_ref().and_then(engine::PlanningFigures::copy_gbps),
         }
-        FirstCallSetup { costs, copy_gbps }
     }
 
     /// The planner's context for values of `value_bytes` bytes.

@@ -47,7 +47,9 @@ Each answer is checked against scipy. One CSV row per precision and form, median
   loopback_x_ms  the same for x's bytes alone (a one-byte answer): the
                floor of read_ms, to see whether receiving keeps the pace.
 
-Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 100000,1000000,10000000] [--out FILE]
+Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 100000,1000000,10000000] [--awkward] [--out FILE]
+  --awkward first checks y against scipy on awkward shapes (1x1, no entries, empty rows,
+            one huge row, very wide, very tall), every precision and form, 3 calls each.
 (bench/request_path_ab.sh runs it on two server binaries, alternated, for before/after figures.)
 Exit codes: 0 done; 1 a request failed or an answer was wrong; 2 bad usage.
 """
@@ -231,6 +233,61 @@ def bench(client, mid, a, precision, form, calls, warmup):
     return out
 
 
+def awkward_shapes():
+    """(name, scipy CSR) of the shapes the engine's tests call awkward, at
+    sizes that also exercise the device's copies."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+
+    def rand(m, n, nnz):
+        r, c = rng.integers(0, m, nnz), rng.integers(0, n, nnz)
+        return sp.csr_matrix((rng.uniform(-1, 1, nnz), (r, c)), shape=(m, n))
+
+    used = rng.choice(2000, 200, replace=False)  # nine rows in ten empty
+    r = used[rng.integers(0, 200, 3000)]
+    rows = sp.csr_matrix((rng.uniform(-1, 1, 3000), (r, rng.integers(0, 500, 3000))), shape=(2000, 500))
+    huge = sp.lil_matrix((3, 200_000))
+    huge[1, :] = rng.uniform(-1, 1, 200_000)
+    huge[0, 7] = huge[2, 199_999] = 1.5
+    return [
+        ("1x1", sp.csr_matrix(np.array([[2.5]]))),
+        ("no entries", sp.csr_matrix((50, 40))),
+        ("empty rows", rows),
+        ("one huge row", sp.csr_matrix(huge)),
+        ("very wide", rand(4, 500_000, 1000)),
+        ("very tall", rand(400_000, 3, 600_000)),
+    ]
+
+
+def check_awkward(client, precisions, forms, calls=3):
+    """Each awkward shape uploaded, multiplied `calls` times per precision and
+    form with a new x each time, y compared with scipy's; raises on a
+    difference. Returns the number of calls checked."""
+    import numpy as np
+
+    done = 0
+    rng = np.random.default_rng(9)
+    for name, a in awkward_shapes():
+        a.sort_indices()
+        mid = upload(client, a)
+        for p in precisions:
+            dt = np.float32 if p == "f32" else np.float64
+            for f in forms:
+                for _ in range(calls):
+                    x = rng.uniform(-1, 1, a.shape[1])
+                    y, _, _ = one_call(client, mid, p, x, f)
+                    want = a.astype(dt) @ x.astype(dt)
+                    tol = (1e-3 if p == "f32" else 1e-9) * (abs(a) @ abs(x) + 1e-30)
+                    if y.shape != want.shape or np.any(np.abs(y - want) > tol):
+                        raise RuntimeError(f"awkward {name} ({a.shape[0]}x{a.shape[1]}, {a.nnz} nnz) "
+                                           f"{f} {p}: y differs from scipy")
+                    done += 1
+        client.delete(mid)
+    return done
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", required=True)
@@ -241,6 +298,9 @@ def main(argv):
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--out", help="CSV file (default: standard output)")
+    ap.add_argument("--awkward", action="store_true",
+                    help="first check y against scipy on awkward shapes (1x1, no entries, empty rows, "
+                         "one huge row, very wide, very tall) in every precision and form")
     args = ap.parse_args(argv)
     try:
         client = Client(args.url)
@@ -260,6 +320,9 @@ def main(argv):
     w = csv.DictWriter(out, fieldnames=fields)
     w.writeheader()
     try:
+        if args.awkward:
+            n = check_awkward(client, precisions, forms)
+            print(f"request_path: awkward shapes: {n} calls, y equal to scipy's in every one", file=sys.stderr)
         for n in sizes:
             a = stencil2d(n)
             mid = upload(client, a)

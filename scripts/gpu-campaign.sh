@@ -10,8 +10,9 @@
 #             and the awkward shapes, on the device (`spmv check`)
 #   bench     `spmv bench --csv`: GB/s beside the device's measured copy bandwidth
 #   cusparse  bench/cusparse_bench.py: cuSPARSE through CuPy, f32 and f64
-#   request   the service on the device: bench/request_path.py times POST /spmv on an
-#             uploaded 1M-nonzero stencil against kernel + x/y transfer time
+#   request   the service on the device: bench/request_path.py checks y on awkward shapes
+#             (--awkward), then times POST /spmv on an uploaded 1M-nonzero stencil
+#             against kernel + x/y transfer time
 #   label     `trainer label` into the results database, stopped by a time budget;
 #             run it again (next command) to resume
 #   fit       fit and evaluate both models: `trainer run` on the device (held-out
@@ -393,7 +394,7 @@ cmd_run() {
   CHECK_ARGS="${CAMPAIGN_CHECK_ARGS:-}"
   BENCH_ARGS="${CAMPAIGN_BENCH_ARGS:---largest 40 --gen stencil2d:16M --gen stencil2d:4M --gen power_law:4M --gen uniform:4M --gen road_like:4M}"
   CUSPARSE_ARGS="${CAMPAIGN_CUSPARSE_ARGS:---stencil2d 16000000 --stencil2d 4000000}"
-  REQUEST_ARGS="${CAMPAIGN_REQUEST_ARGS:-}"
+  REQUEST_ARGS="${CAMPAIGN_REQUEST_ARGS:---awkward}"
   TRAIN_ARGS="${CAMPAIGN_TRAIN_ARGS:-}"
   WORK="$(mktemp -d /tmp/spmv-campaign.XXXXXX)"
   LOG="$OUT/campaign.log"
@@ -449,7 +450,7 @@ cmd_rehearse() {
   export CAMPAIGN_FIT_RESERVE=0.7
   export CAMPAIGN_BENCH_ARGS="--reps 3 --warmup 1 --copy-mb 32 --kernels serial,subvector8,vector,csr_adaptive,merge_path,merge_tile --gen stencil2d:20k"
   export CAMPAIGN_CUSPARSE_ARGS="--stencil2d 20000"
-  export CAMPAIGN_REQUEST_ARGS="--nnz 20000 --calls 3 --warmup 1"
+  export CAMPAIGN_REQUEST_ARGS="--nnz 20000 --calls 3 --warmup 1 --awkward"
   export CAMPAIGN_TRAIN_ARGS="--min-reps 2 --max-reps 3"
   # Command 1: correctness, bench, cuSPARSE (skipped without CuPy), the start of labelling.
   say "rehearse: command 1 (check bench cusparse request label, labelling cut short after 2 s)"

@@ -148,24 +148,6 @@ pub(crate) fn read_only_copy<P: ocl::OclPrm>(q: &Queue, data: &[P]) -> Result<Bu
     })
 }
 
-/// A pinned (`CL_MEM_ALLOC_HOST_PTR`) host buffer of `len` values, mapped for
-/// the life of the matrix: transfers from and to it run at DMA speed on a GPU.
-fn pinned<T: DeviceScalar>(q: &Queue, len: usize) -> Result<(Buffer<T>, ocl::MemMap<T>)> {
-    let b = Buffer::<T>::builder()
-        .queue(q.clone())
-        .flags(ocl::flags::MEM_READ_WRITE | ocl::flags::MEM_ALLOC_HOST_PTR)
-        .len(len.max(1))
-        .build()?;
-    // SAFETY: the map is blocking and the buffer is only ever touched through
-    // this map (it is never a kernel argument nor a command's target).
-    let map = unsafe {
-        b.map()
-            .flags(ocl::flags::MAP_READ | ocl::flags::MAP_WRITE)
-            .enq()?
-    };
-    Ok((b, map))
-}
-
 /// Fills the staging buffer with a copy of `x` (its length already checked).
 fn copy_into<T: DeviceScalar>(x: &[T]) -> impl FnOnce(&mut [T]) -> Result<()> + '_ {
     move |staged| {
@@ -378,8 +360,8 @@ impl Engine {
             .flags(ro)
             .len(1)
             .build()?;
-        let (x_pinned, x_map) = pinned::<T>(q, a.ncols())?;
-        let (y_pinned, y_map) = pinned::<T>(q, a.nrows())?;
+        let (x_pinned, x_map) = crate::host::map_pinned::<T>(q, a.ncols())?;
+        let (y_pinned, y_map) = crate::host::map_pinned::<T>(q, a.nrows())?;
         Ok(DeviceMatrix {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             nrows: a.nrows(),

@@ -10,7 +10,7 @@
 //! straight when both are pinned.
 
 use crate::error::Result;
-use ocl::{Buffer, MemMap, Queue};
+use ocl::{Buffer, MemMap, OclPrm, Queue};
 
 /// x's or y's little-endian bytes, heap or pinned; its length is fixed once made.
 #[derive(Debug)]
@@ -42,18 +42,7 @@ impl HostBytes {
     /// `len` bytes of pinned host memory of the context of `q`, mapped for
     /// reading and writing until dropped (contents unspecified).
     pub(crate) fn pinned(q: &Queue, len: usize) -> Result<HostBytes> {
-        let buf = Buffer::<u8>::builder()
-            .queue(q.clone())
-            .flags(ocl::flags::MEM_READ_WRITE | ocl::flags::MEM_ALLOC_HOST_PTR)
-            .len(len.max(1))
-            .build()?;
-        // SAFETY: the map is blocking and the buffer is only ever touched
-        // through it (never a kernel argument nor a command's target).
-        let map = unsafe {
-            buf.map()
-                .flags(ocl::flags::MAP_READ | ocl::flags::MAP_WRITE)
-                .enq()?
-        };
+        let (buf, map) = map_pinned::<u8>(q, len)?;
         Ok(HostBytes {
             inner: Inner::Pinned(Box::new(Pinned {
                 map,
@@ -114,6 +103,26 @@ impl AsMut<[u8]> for HostBytes {
             Inner::Pinned(p) => &mut p.map[..p.len],
         }
     }
+}
+
+/// A pinned (`CL_MEM_ALLOC_HOST_PTR`) host buffer of `len` values of the
+/// context of `q` (at least one), mapped for reading and writing: copies
+/// from and to its map run at DMA speed on a GPU. The map must be dropped
+/// (unmapped) before the buffer, and the buffer only ever touched through it.
+pub(crate) fn map_pinned<T: OclPrm>(q: &Queue, len: usize) -> Result<(Buffer<T>, MemMap<T>)> {
+    let buf = Buffer::<T>::builder()
+        .queue(q.clone())
+        .flags(ocl::flags::MEM_READ_WRITE | ocl::flags::MEM_ALLOC_HOST_PTR)
+        .len(len.max(1))
+        .build()?;
+    // SAFETY: the map is blocking, and the caller touches the buffer only
+    // through it (never as a kernel argument nor a command's target).
+    let map = unsafe {
+        buf.map()
+            .flags(ocl::flags::MAP_READ | ocl::flags::MAP_WRITE)
+            .enq()?
+    };
+    Ok((buf, map))
 }
 
 /// x's little-endian bytes given to [`crate::Engine::execute_le_into`],

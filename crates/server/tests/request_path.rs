@@ -214,21 +214,31 @@ async fn binary_x_and_y_through_pinned_buffers_give_the_reference_y() {
         return;
     };
     for p in ["f64", "f32"] {
-        let mut held = Vec::new();
-        for k in 1..=3 {
-            let x = random_x(a.ncols(), 20 + k);
-            let r = send(
-                &app,
-                x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, true),
-            )
-            .await;
-            held.push((x, r));
-        }
-        for (x, r) in &held {
-            check(&a, x, &y_from(r, p, true), p);
-        }
-        still_serves(&app, (&a, &id), p, 29, false).await;
+        three_held_calls(&app, (&a, &id), p, 20, false).await;
     }
+}
+
+/// Three calls with x from seeds `seed + 1..=3` in odd chunks (the second
+/// with no Content-Length when `undeclared_second`), their answers held
+/// until all three have run, each y checked; then [`still_serves`].
+async fn three_held_calls(
+    app: &Router,
+    (a, id): (&Csr<f64>, &str),
+    p: &str,
+    seed: u64,
+    undeclared_second: bool,
+) {
+    let mut held = Vec::new();
+    for k in 1..=3 {
+        let x = random_x(a.ncols(), seed + k);
+        let declared = !(undeclared_second && k == 2);
+        let body = chunked(&le_bytes(&x, p), &ODD);
+        held.push((x, send(app, x_request(id, p, body, true, declared)).await));
+    }
+    for (x, r) in &held {
+        check(a, x, &y_from(r, p, true), p);
+    }
+    still_serves(app, (a, id), p, seed + 9, false).await;
 }
 
 /// Whether the matrix `id` says its binary x and y go through pinned host memory.
@@ -260,20 +270,7 @@ async fn binary_x_and_y_in_pinned_host_pools_give_the_reference_y() {
             return;
         };
         for p in ["f64", "f32"] {
-            let mut held = Vec::new();
-            for k in 1..=3 {
-                let x = random_x(a.ncols(), 50 + k);
-                let r = send(
-                    &app,
-                    x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, k != 2),
-                )
-                .await;
-                held.push((x, r));
-            }
-            for (x, r) in &held {
-                check(&a, x, &y_from(r, p, true), p);
-            }
-            still_serves(&app, (&a, &id), p, 59, false).await;
+            three_held_calls(&app, (&a, &id), p, 50, true).await;
         }
         let pinned = pinned_host_buffers(&app, &id).await;
         assert_eq!(

@@ -203,8 +203,9 @@ impl Engine {
     /// y = A x with x all received in `x` ([`XInflow::filled`] equal to its
     /// length, else an error): its last slice is uploaded (the rest went
     /// while it arrived), the kernels read x from the inflow's device
-    /// buffer, and y is read into `y` as little-endian bytes (resized to
-    /// `nrows` values). `upload_x_ns` counts every slice's copy,
+    /// buffer, and y is read into `y` as little-endian bytes (made `nrows`
+    /// values long, of its kind, when it has another length; pinned y is
+    /// read at DMA speed). `upload_x_ns` counts every slice's copy,
     /// `upload_x_after_ns` what of it ran once this call had enqueued the
     /// last slice: that slice's copy, and the part of any earlier one still
     /// running then (on the device's clock). `x` is ready for the next x

@@ -198,18 +198,33 @@ def one_call(client, mid, precision, x, form):
     return y, tm, ms
 
 
+def reference(a, x, precision):
+    """scipy's y = A x in `precision`, and each entry's tolerance."""
+    import numpy as np
+
+    dt = np.float32 if precision == "f32" else np.float64
+    tol = (1e-3 if precision == "f32" else 1e-9) * (abs(a) @ abs(x) + 1e-30)
+    return a.astype(dt) @ x.astype(dt), tol
+
+
+def matches(y, ref):
+    """Whether the service's y equals `reference`'s within its tolerance."""
+    import numpy as np
+
+    want, tol = ref
+    return y.shape == want.shape and not np.any(np.abs(y - want) > tol)
+
+
 def bench(client, mid, a, precision, form, calls, warmup):
     import numpy as np
 
     rng = np.random.default_rng(11)
     x = rng.uniform(-1, 1, a.shape[1])
-    dt = np.float32 if precision == "f32" else np.float64
-    want = a.astype(dt) @ x.astype(dt)
-    tol = (1e-3 if precision == "f32" else 1e-9) * (abs(a) @ abs(x) + 1e-30)
+    ref = reference(a, x, precision)
     rows = []
     for i in range(warmup + calls):
         y, tm, ms = one_call(client, mid, precision, x, form)
-        if y.shape != want.shape or np.any(np.abs(y - want) > tol):
+        if not matches(y, ref):
             raise RuntimeError(f"{form} {precision}: y differs from scipy")
         if i >= warmup:
             rows.append((ms, tm))
@@ -273,14 +288,11 @@ def check_awkward(client, precisions, forms, calls=3):
         a.sort_indices()
         mid = upload(client, a)
         for p in precisions:
-            dt = np.float32 if p == "f32" else np.float64
             for f in forms:
                 for _ in range(calls):
                     x = rng.uniform(-1, 1, a.shape[1])
                     y, _, _ = one_call(client, mid, p, x, f)
-                    want = a.astype(dt) @ x.astype(dt)
-                    tol = (1e-3 if p == "f32" else 1e-9) * (abs(a) @ abs(x) + 1e-30)
-                    if y.shape != want.shape or np.any(np.abs(y - want) > tol):
+                    if not matches(y, reference(a, x, p)):
                         raise RuntimeError(f"awkward {name} ({a.shape[0]}x{a.shape[1]}, {a.nnz} nnz) "
                                            f"{f} {p}: y differs from scipy")
                     done += 1

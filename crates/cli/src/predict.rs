@@ -244,11 +244,9 @@ fn amortise_context(
     p: sparse::Precision,
 ) -> selector::AmortiseContext {
     let fig = engine.map(engine::Engine::planning_figures);
-    let launch_ms = fig
-        .as_ref()
-        .and_then(|f| f.launch_ms.as_ref().ok().copied());
     selector::AmortiseContext {
-        costs: selector::AnalysisCosts::calibrate().with_device_launch(launch_ms),
+        costs: selector::AnalysisCosts::calibrate()
+            .with_device_launch(fig.as_ref().and_then(engine::PlanningFigures::launch)),
         copy_gbps: fig.as_ref().and_then(engine::PlanningFigures::copy_gbps),
         value_bytes: p.bytes(),
     }

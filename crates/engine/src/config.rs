@@ -51,7 +51,9 @@ impl fmt::Display for WarpShuffle {
     }
 }
 
-/// How binary x and y ([`crate::Engine::execute_le_into`]) reach the device.
+/// How binary x and y ([`crate::Engine::execute_le_into`]) reach the device
+/// when they are not both in pinned host memory (both pinned always go
+/// straight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum BinaryStaging {
     /// Pinned on a device that is not a CPU when x and y each have less than

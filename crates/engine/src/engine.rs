@@ -103,6 +103,11 @@ pub struct PlanningFigures {
 }
 
 impl PlanningFigures {
+    /// The per-launch cost, when measured.
+    pub fn launch(&self) -> Option<f64> {
+        self.launch_ms.as_ref().ok().copied()
+    }
+
     /// The copy bandwidth the planner's SpMV-time bound uses (the fastest
     /// repetition's), when measured.
     pub fn copy_gbps(&self) -> Option<f64> {

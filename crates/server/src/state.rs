@@ -9,7 +9,7 @@
 use crate::auth::Principal;
 use crate::budget::MemoryBudget;
 use crate::cache::ByteLru;
-use crate::config::{Config, Limits};
+use crate::config::{Config, HostPools, Limits, StreamX};
 use crate::error::ApiError;
 use crate::input::{y_binary, Precision, XIn};
 use crate::metrics::{Gauges, Metrics};
@@ -61,7 +61,7 @@ impl DeviceState {
         match Engine::with_config(cfg).and_then(|e| build_programs(&e).map(|()| e)) {
             Ok(engine) => {
                 let fig = engine.planning_figures();
-                let launch_ms = fig.launch_ms.ok();
+                let launch_ms = fig.launch();
                 let copy = match fig.copy {
                     Ok(c) => Some(c),
                     Err(e) => {
@@ -332,13 +332,17 @@ pub struct XSetup {
 }
 
 impl XSetup {
-    /// What the configuration says for a matrix kept for many calls, with
-    /// `x_bytes` of x, on `engine`'s device.
-    pub fn kept(cfg: &crate::config::Config, engine: &Engine, x_bytes: usize) -> XSetup {
+    /// What `--stream-x` and `--host-pools` say for a matrix kept for many
+    /// calls, with `x_bytes` of x, on `engine`'s device.
+    pub fn kept(
+        (stream_x, host_pools): (StreamX, HostPools),
+        engine: &Engine,
+        x_bytes: usize,
+    ) -> XSetup {
         let kind = &engine.info().kind;
-        let pinned_pools = cfg.host_pools.pinned_for(kind);
+        let pinned_pools = host_pools.pinned_for(kind);
         XSetup {
-            stream: cfg.stream_x.on_for(kind, x_bytes, pinned_pools),
+            stream: stream_x.on_for(kind, x_bytes, pinned_pools),
             pinned_pools,
         }
     }
@@ -961,10 +965,10 @@ impl AppState {
                 .predict_plan_ms(p, m.features(), &planned.plan, &planned.binning);
         let m2 = m.clone();
         let tune = self.0.config.tune_config();
-        let cfg = self.clone();
+        let settings = (self.0.config.stream_x, self.0.config.host_pools);
         let (buffers, planned, generation) = self
             .on_device_at(None, move |engine, g| {
-                let x = XSetup::kept(&cfg.0.config, engine, m2.host.ncols() * p.bytes());
+                let x = XSetup::kept(settings, engine, m2.host.ncols() * p.bytes());
                 let b = upload_blocking(engine, &m2.host, p, &planned, x)?;
                 let (b, planned) = crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)?;
                 Ok((b, planned, g))

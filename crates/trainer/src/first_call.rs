@@ -53,11 +53,9 @@ impl FirstCallSetup {
     /// preparation cost and copy bandwidth as the service does at start.
     pub fn new(engine: Option<&Engine>) -> FirstCallSetup {
         let fig = engine.map(Engine::planning_figures);
-        let launch_ms = fig
-            .as_ref()
-            .and_then(|f| f.launch_ms.as_ref().ok().copied());
         FirstCallSetup {
-            costs: AnalysisCosts::calibrate().with_device_launch(launch_ms),
+            costs: AnalysisCosts::calibrate()
+                .with_device_launch(fig.as_ref().and_then(engine::PlanningFigures::launch)),
             copy_gbps: fig.as_ref().and_then(engine::PlanningFigures::copy_gbps),
         }
     }

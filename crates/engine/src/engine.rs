@@ -23,6 +23,14 @@ use std::time::Instant;
 
 pub use crate::timing::{TimeStats, TimingPolicy};
 
+/// Buffers one call's launches use in place of the matrix's own x and y
+/// (`None`: the matrix's own), each of the matrix's size.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Redirect<'a> {
+    pub(crate) x: Option<&'a ocl::core::Mem>,
+    pub(crate) y: Option<&'a ocl::core::Mem>,
+}
+
 /// Kernel, transfer and end-to-end time of one SpMV.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Timings {
@@ -43,6 +51,10 @@ pub struct Timings {
     pub wall_ns: u64,
     /// Kernel enqueues.
     pub enqueues: usize,
+    /// Whether the kernels used x and y where the caller had them (shared
+    /// host memory, [`Engine::shared_bytes`]): no copy, and `upload_x_ns`
+    /// and `download_y_ns` are the unmap of x and the map of y.
+    pub in_place: bool,
 }
 
 impl Timings {
@@ -497,18 +509,20 @@ impl Engine {
         Ok(events)
     }
 
-    /// [`Engine::enqueue_all`] with the launches' x argument pointing at
-    /// `x` for these enqueues (then back at the matrix's own x, `home`).
-    fn enqueue_all_with_x(
+    /// [`Engine::enqueue_all`] with the launches' x and y arguments pointing
+    /// at `to`'s buffers for these enqueues (then back at `m`'s own).
+    fn enqueue_all_with<T: DeviceScalar>(
         &self,
         steps: &[Launch],
-        x: &ocl::core::Mem,
-        home: &ocl::core::Mem,
+        to: Redirect<'_>,
+        m: &DeviceMatrix<T>,
     ) -> Result<Vec<Event>> {
+        let x = to.x.map(|x| (x, m.x.as_core()));
+        let y = to.y.map(|y| (y, m.y.as_core()));
         let mut events = Vec::with_capacity(steps.len());
         for k in steps {
             let mut ev = Event::empty();
-            k.enqueue_with_x(&self.queue, &mut ev, x, home)?;
+            k.enqueue_with(&self.queue, &mut ev, x, y)?;
             events.push(ev);
         }
         Ok(events)
@@ -583,7 +597,8 @@ impl Engine {
             unsafe { cmd.block(false).enq()? };
             Ok(())
         };
-        let timings = self.run_and_read(m, pp, (t0, None), up, read, || drop(gate))?;
+        let timings =
+            self.run_and_read(m, pp, (t0, Redirect::default()), up, read, || drop(gate))?;
         Ok((read_y(&st.y[..m.nrows]), timings))
     }
 
@@ -622,8 +637,10 @@ impl Engine {
     /// [`Engine::execute_le`] with y read into the caller's `y` (made
     /// `nrows * T::BYTES` bytes long, of the same kind, when it has another
     /// length): a caller that reuses its buffer allocates and faults in no
-    /// new memory per call. When x and y are both pinned host memory they go
-    /// straight to and from the device; otherwise the engine's
+    /// new memory per call. When x and y are both shared memory
+    /// ([`Engine::shared_bytes`]) the kernels use them in place, with no
+    /// copy; when both are pinned host memory they go straight to and from
+    /// the device; otherwise the engine's
     /// [`crate::BinaryStaging`] says whether they are copied through the
     /// matrix's pinned staging. `y` is left unspecified on an error.
     pub fn execute_le_into<T, E>(
@@ -653,6 +670,9 @@ impl Engine {
             .into());
         }
         self.fit_host_bytes(y, m.nrows * T::BYTES)?;
+        if let Some(both) = self.in_place(m, x, y) {
+            return self.execute_in_place(m, pp, both, check_x).map(Some);
+        }
         let widest = m.ncols.max(m.nrows) * T::BYTES;
         let both_pinned = x.pinned && y.is_pinned();
         if !both_pinned && self.binary_staging.pinned_for(&self.info.kind, widest) {
@@ -691,7 +711,7 @@ impl Engine {
         }
         let mut checked = Ok(());
         let read = |ev: &mut Event| self.enqueue_read_y_le(m, y.as_mut(), ev);
-        let timings = self.run_and_read(m, pp, (t0, None), up, read, || {
+        let timings = self.run_and_read(m, pp, (t0, Redirect::default()), up, read, || {
             drop(gate);
             checked = check_x()
         })?;
@@ -705,6 +725,8 @@ impl Engine {
         if y.len() != len {
             *y = if y.is_pinned() {
                 self.pinned_bytes(len)?
+            } else if y.is_shared() {
+                self.shared_bytes(len)?
             } else {
                 HostBytes::heap(len)
             };
@@ -754,7 +776,7 @@ impl Engine {
         &self,
         m: &DeviceMatrix<T>,
         pp: &PreparedPlan<T>,
-        (t0, x_mem): (Instant, Option<&ocl::core::Mem>),
+        (t0, to): (Instant, Redirect<'_>),
         up: Option<Event>,
         read_y: impl FnOnce(&mut Event) -> Result<()>,
         meanwhile: impl FnOnce(),
@@ -762,11 +784,24 @@ impl Engine {
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
         let enqueued = (|| -> Result<(Vec<Event>, Option<Event>)> {
             if !pp.complete && m.nrows > 0 {
-                m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?;
+                match to.y {
+                    // (`y` holds the matrix's `nrows` values of `T`.)
+                    Some(y) => ocl::core::enqueue_fill_buffer(
+                        self.queue.as_core(),
+                        y,
+                        T::zero(),
+                        0,
+                        m.nrows,
+                        None::<ocl::core::Event>,
+                        None::<&mut ocl::core::Event>,
+                        None,
+                    )?,
+                    None => m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?,
+                }
             }
-            let events = match x_mem {
-                Some(x) => self.enqueue_all_with_x(&steps, x, m.x.as_core())?,
-                None => self.enqueue_all(&steps)?,
+            let events = match to {
+                Redirect { x: None, y: None } => self.enqueue_all(&steps)?,
+                to => self.enqueue_all_with(&steps, to, m)?,
             };
             let mut down = None;
             if m.nrows > 0 {
@@ -795,6 +830,7 @@ impl Engine {
             download_y_ns: opt_ns(&down)?,
             wall_ns,
             enqueues: events.len(),
+            in_place: to.x.is_some() && to.y.is_some(),
         })
     }
 

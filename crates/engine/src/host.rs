@@ -8,11 +8,16 @@
 //! answers y from pinned bytes (the service's x and y pools) gets the DMA
 //! speed with no host copy: [`crate::Engine::execute_le_into`] moves them
 //! straight when both are pinned.
+//!
+//! On a CPU device the bytes can be shared instead ([`crate::shared`]): the
+//! kernels read x and write y where they are, with no copy at all.
 
 use crate::error::Result;
+use crate::shared::SharedView;
 use ocl::{Buffer, MemMap, OclPrm, Queue};
 
-/// x's or y's little-endian bytes, heap or pinned; its length is fixed once made.
+/// x's or y's little-endian bytes, on the heap, pinned, or shared with a CPU
+/// device's kernels; its length is fixed once made.
 #[derive(Debug)]
 pub struct HostBytes {
     inner: Inner,
@@ -22,6 +27,7 @@ pub struct HostBytes {
 enum Inner {
     Heap(Vec<u8>),
     Pinned(Box<Pinned>),
+    Shared(SharedView),
 }
 
 /// A mapped pinned buffer.
@@ -52,9 +58,44 @@ impl HostBytes {
         })
     }
 
+    /// Shared bytes ([`crate::Engine::shared_bytes`]).
+    pub(crate) fn shared(view: SharedView) -> HostBytes {
+        HostBytes {
+            inner: Inner::Shared(view),
+        }
+    }
+
     /// Whether the bytes are pinned host memory.
     pub fn is_pinned(&self) -> bool {
         matches!(self.inner, Inner::Pinned(_))
+    }
+
+    /// Whether the bytes are host memory shared with the device's kernels.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.inner, Inner::Shared(_))
+    }
+
+    /// Whether the bytes were made by an engine for its device (pinned or
+    /// shared), not plain heap memory: the kind a pool keeps.
+    pub fn is_device_host(&self) -> bool {
+        !matches!(self.inner, Inner::Heap(_))
+    }
+
+    /// The view of shared bytes (the engine's own use).
+    pub(crate) fn shared_ref(&self) -> Option<&SharedView> {
+        match &self.inner {
+            Inner::Shared(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A handle on shared bytes, to keep beside them where only the bytes
+    /// travel ([`LeBytes::shared`]); `None` for other kinds.
+    pub fn shared_view(&self) -> Option<SharedView> {
+        match &self.inner {
+            Inner::Shared(v) => Some(v.clone()),
+            _ => None,
+        }
     }
 
     /// The number of bytes.
@@ -62,6 +103,7 @@ impl HostBytes {
         match &self.inner {
             Inner::Heap(v) => v.len(),
             Inner::Pinned(p) => p.len,
+            Inner::Shared(v) => v.0.len(),
         }
     }
 
@@ -70,11 +112,11 @@ impl HostBytes {
         self.len() == 0
     }
 
-    /// The heap bytes as a `Vec` (pinned bytes are copied out).
+    /// The heap bytes as a `Vec` (pinned or shared bytes are copied out).
     pub fn into_vec(self) -> Vec<u8> {
         match self.inner {
             Inner::Heap(v) => v,
-            Inner::Pinned(_) => self.as_ref().to_vec(),
+            _ => self.as_ref().to_vec(),
         }
     }
 }
@@ -92,6 +134,7 @@ impl AsRef<[u8]> for HostBytes {
         match &self.inner {
             Inner::Heap(v) => v,
             Inner::Pinned(p) => &p.map[..p.len],
+            Inner::Shared(v) => v.0.bytes(),
         }
     }
 }
@@ -101,6 +144,10 @@ impl AsMut<[u8]> for HostBytes {
         match &mut self.inner {
             Inner::Heap(v) => v,
             Inner::Pinned(p) => &mut p.map[..p.len],
+            // SAFETY: borrowed exclusively through `&mut self`: views of the
+            // bytes held elsewhere make no reference to them, and the engine
+            // unmaps them only inside a call given them.
+            Inner::Shared(v) => unsafe { v.0.bytes_mut() },
         }
     }
 }
@@ -126,13 +173,16 @@ pub(crate) fn map_pinned<T: OclPrm>(q: &Queue, len: usize) -> Result<(Buffer<T>,
 }
 
 /// x's little-endian bytes given to [`crate::Engine::execute_le_into`],
-/// with whether they lie in pinned host memory.
+/// with whether they lie in pinned host memory or shared memory.
 #[derive(Debug, Clone, Copy)]
 pub struct LeBytes<'a> {
     /// The bytes.
     pub bytes: &'a [u8],
     /// Whether they are pinned host memory ([`HostBytes::is_pinned`]).
     pub pinned: bool,
+    /// The shared memory they are, when they are all of it
+    /// ([`HostBytes::shared_view`]; other bytes given here are ignored).
+    pub shared: Option<&'a SharedView>,
 }
 
 impl<'a> From<&'a [u8]> for LeBytes<'a> {
@@ -141,6 +191,7 @@ impl<'a> From<&'a [u8]> for LeBytes<'a> {
         LeBytes {
             bytes,
             pinned: false,
+            shared: None,
         }
     }
 }
@@ -150,6 +201,7 @@ impl<'a> From<&'a HostBytes> for LeBytes<'a> {
         LeBytes {
             bytes: h.as_ref(),
             pinned: h.is_pinned(),
+            shared: h.shared_ref(),
         }
     }
 }

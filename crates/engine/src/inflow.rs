@@ -11,7 +11,7 @@
 //! through `Vec::as_ptr` / `as_mut_ptr`, which make no reference to the
 //! whole of it, so writing past the slices in flight never claims them.
 
-use crate::engine::{event_ns, Engine, Gate, Timings};
+use crate::engine::{event_ns, Engine, Gate, Redirect, Timings};
 use crate::error::{EngineError, Result};
 use crate::host::HostBytes;
 use crate::kernels::DeviceScalar;
@@ -260,7 +260,20 @@ impl Engine {
         let read = |ev: &mut Event| self.enqueue_read_y_le(m, y.as_mut(), ev);
         let device = x.device.as_core().clone();
         let tail = up.clone();
-        let mut t = self.run_and_read(m, pp, (t0, Some(&device)), up, read, || drop(gate))?;
+        let mut t = self.run_and_read(
+            m,
+            pp,
+            (
+                t0,
+                Redirect {
+                    x: Some(&device),
+                    y: None,
+                },
+            ),
+            up,
+            read,
+            || drop(gate),
+        )?;
         t.upload_x_ns += x.settled_ns;
         let called = match &tail {
             Some(ev) => ev.profiling_info(ProfilingInfo::Queued)?.time()?,

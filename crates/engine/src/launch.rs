@@ -124,8 +124,10 @@ pub(crate) struct Launch {
     gws: usize,
     lws: usize,
     /// The index of the argument that is the matrix's x ([`XBuf`]), which
-    /// [`Launch::enqueue_with_x`] can point at another buffer for one enqueue.
+    /// [`Launch::enqueue_with`] can point at another buffer for one enqueue.
     x_arg: Option<u32>,
+    /// The same for the matrix's y ([`YBuf`]).
+    y_arg: Option<u32>,
     /// The buffers its arguments point to that the plan made (row lists,
     /// blocks, carries): OpenCL does not retain them. The matrix's own
     /// buffers ([`MatrixBuf`]) are not retained: a plan only runs with the
@@ -160,27 +162,38 @@ impl Launch {
         }
     }
 
-    /// Enqueues the launch with its x argument pointing at `x` (a buffer of
-    /// the matrix's `ncols` values) for this enqueue only: OpenCL captures
-    /// the arguments at enqueue, and the argument is set back to `home`
-    /// (the matrix's own x) before returning, on every path.
-    pub(crate) fn enqueue_with_x(
+    /// Enqueues the launch with its x and y arguments pointing at other
+    /// buffers of the matrix's sizes for this enqueue only (each `(other,
+    /// home)`, `None` to keep the matrix's own): OpenCL captures the
+    /// arguments at enqueue, and each is set back to `home` before
+    /// returning, on every path.
+    pub(crate) fn enqueue_with(
         &self,
         queue: &Queue,
         ev: &mut Event,
-        x: &core::Mem,
-        home: &core::Mem,
+        x: Option<(&core::Mem, &core::Mem)>,
+        y: Option<(&core::Mem, &core::Mem)>,
     ) -> Result<()> {
-        let Some(i) = self.x_arg else {
-            return self.enqueue(queue, ev);
-        };
         let kernel = self
             .kernel
             .as_ref()
             .expect("a launch keeps its kernel until dropped");
-        core::set_kernel_arg(kernel, i, ArgVal::mem(x))?;
-        let r = self.enqueue(queue, ev);
-        core::set_kernel_arg(kernel, i, ArgVal::mem(home))?;
+        let moved: Vec<(u32, &core::Mem, &core::Mem)> = [(self.x_arg, x), (self.y_arg, y)]
+            .into_iter()
+            .filter_map(|(i, m)| Some((i?, m?.0, m?.1)))
+            .collect();
+        let mut r = Ok(());
+        for &(i, other, _) in &moved {
+            r = r.and(
+                core::set_kernel_arg(kernel, i, ArgVal::mem(other)).map_err(EngineError::from),
+            );
+        }
+        if r.is_ok() {
+            r = self.enqueue(queue, ev);
+        }
+        for &(i, _, home) in &moved {
+            core::set_kernel_arg(kernel, i, ArgVal::mem(home))?;
+        }
         r
     }
 
@@ -216,6 +229,7 @@ pub(crate) struct LaunchBuilder {
     lws: usize,
     next: u32,
     x_arg: Option<u32>,
+    y_arg: Option<u32>,
     keep: Vec<core::Mem>,
     #[cfg(test)]
     mems: Vec<core::Mem>,
@@ -242,12 +256,22 @@ impl<P: ocl::OclPrm> LaunchArg for &Buffer<P> {
 }
 
 /// The matrix's x, set like a [`MatrixBuf`] and remembered as the argument
-/// [`Launch::enqueue_with_x`] may point elsewhere.
+/// [`Launch::enqueue_with`] may point elsewhere.
 pub(crate) struct XBuf<'a, P: ocl::OclPrm>(pub(crate) &'a Buffer<P>);
 
 impl<P: ocl::OclPrm> LaunchArg for XBuf<'_, P> {
     fn set(self, b: &mut LaunchBuilder) {
         b.x_arg = Some(b.next);
+        MatrixBuf(self.0).set(b);
+    }
+}
+
+/// The matrix's y, the same way.
+pub(crate) struct YBuf<'a, P: ocl::OclPrm>(pub(crate) &'a Buffer<P>);
+
+impl<P: ocl::OclPrm> LaunchArg for YBuf<'_, P> {
+    fn set(self, b: &mut LaunchBuilder) {
+        b.y_arg = Some(b.next);
         MatrixBuf(self.0).set(b);
     }
 }
@@ -310,6 +334,7 @@ impl LaunchBuilder {
             lws,
             next: 0,
             x_arg: None,
+            y_arg: None,
             keep: Vec::new(),
             #[cfg(test)]
             mems: Vec::new(),
@@ -364,6 +389,7 @@ impl LaunchBuilder {
             gws: self.gws,
             lws: self.lws,
             x_arg: self.x_arg,
+            y_arg: self.y_arg,
             _keep: std::mem::take(&mut self.keep),
             #[cfg(test)]
             mems: std::mem::take(&mut self.mems),

@@ -31,6 +31,7 @@ pub mod kernels;
 mod launch;
 pub mod matrix;
 pub mod prepared;
+pub mod shared;
 pub mod timing;
 
 pub use any::{AnyMatrix, AnyPlan, Values, XSource};
@@ -47,6 +48,7 @@ pub use inflow::{XInflow, INFLOW_SLICE};
 pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, PARAMS_ENV};
 pub use matrix::{min_bytes, DeviceMatrix};
 pub use prepared::{launch_key, LaunchInfo, LaunchKey, LaunchMode, PreparedPlan};
+pub use shared::SharedView;
 pub use timing::{engine_version, TimeStats, TimingPolicy, TIMING_VERSION};
 
 #[cfg(test)]

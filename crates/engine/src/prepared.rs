@@ -5,7 +5,7 @@
 use crate::engine::read_only_copy;
 use crate::error::{EngineError, Result};
 use crate::kernels::{entry_point, DeviceScalar, KernelParams};
-use crate::launch::{Launch, LaunchBuilder, MatrixBuf, XBuf};
+use crate::launch::{Launch, LaunchBuilder, MatrixBuf, XBuf, YBuf};
 use crate::matrix::DeviceMatrix;
 use ocl::{Buffer, Queue};
 use sparse::{Binning, KernelId, Plan, Scheme};
@@ -430,7 +430,7 @@ fn row_kernel_launch<T: DeviceScalar>(
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
         .arg(XBuf(&m.x))
-        .arg(MatrixBuf(&m.y))
+        .arg(YBuf(&m.y))
         .build()
 }
 
@@ -455,7 +455,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
         .arg(XBuf(&m.x))
-        .arg(MatrixBuf(&m.y))
+        .arg(YBuf(&m.y))
         .arg(&partials)
         .build()?];
     if !rb.long_rows.is_empty() {
@@ -469,7 +469,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
                 .arg(&long_rows)
                 .arg(&long_ptr)
                 .arg(&partials)
-                .arg(MatrixBuf(&m.y))
+                .arg(YBuf(&m.y))
                 .build()?,
         );
     }
@@ -550,7 +550,7 @@ fn merge_pass<T: DeviceScalar>(
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
         .arg(XBuf(&m.x))
-        .arg(MatrixBuf(&m.y));
+        .arg(YBuf(&m.y));
     b
 }
 
@@ -572,7 +572,7 @@ fn merge_fixup<T: DeviceScalar>(
         .arg(&r.list)
         .arg(carry.0)
         .arg(carry.1)
-        .arg(MatrixBuf(&m.y));
+        .arg(YBuf(&m.y));
     b
 }
 

@@ -841,6 +841,85 @@ fn check_le_path<T: DeviceScalar>(
         assert_eq!(y.as_ref(), le_bytes(&want), "{what}");
     }
     assert!(y_pinned.is_pinned() && !y_heap.is_pinned());
+    // x and y in shared memory (the kernels use them in place, unmapped
+    // for the call and mapped again), twice; then shared with heap either
+    // way (copied as usual); then a shared y of the wrong length, replaced.
+    let mut x_shared = e.shared_bytes(x_le.len()).unwrap();
+    x_shared.as_mut().copy_from_slice(&x_le);
+    let mut y_shared = e.shared_bytes(m.nrows() * T::BYTES).unwrap();
+    for call in 0..2 {
+        y_shared.as_mut().fill(0xa5);
+        let t = e
+            .execute_le_into(m, pp, (&x_shared).into(), &mut y_shared, || {
+                Ok::<(), EngineError>(())
+            })
+            .unwrap()
+            .expect("CPU and GPU devices are little-endian");
+        let what = format!("{name} {} x and y shared, call {call}", T::NAME);
+        assert_eq!(y_shared.as_ref(), le_bytes(&want), "{what}");
+        assert_eq!(x_shared.as_ref(), x_le, "{what}: x kept");
+        assert!(
+            t.kernel_ns + t.upload_x_ns + t.download_y_ns <= t.wall_ns,
+            "{t:?}"
+        );
+        assert_eq!(t.in_place, m.nrows() > 0 && m.ncols() > 0, "{what}: {t:?}");
+    }
+    let mut y_heap = engine::HostBytes::heap(0);
+    let t = e
+        .execute_le_into(m, pp, (&x_shared).into(), &mut y_heap, || {
+            Ok::<(), EngineError>(())
+        })
+        .unwrap()
+        .unwrap();
+    assert!(!t.in_place);
+    assert_eq!(
+        y_heap.as_ref(),
+        le_bytes(&want),
+        "{name} {} x shared, y heap",
+        T::NAME
+    );
+    y_shared.as_mut().fill(0xa5);
+    e.execute_le_into(m, pp, x_le[..].into(), &mut y_shared, || {
+        Ok::<(), EngineError>(())
+    })
+    .unwrap();
+    assert_eq!(
+        y_shared.as_ref(),
+        le_bytes(&want),
+        "{name} {} x heap, y shared",
+        T::NAME
+    );
+    let mut y_long = e.shared_bytes(m.nrows() * T::BYTES + 5).unwrap();
+    e.execute_le_into(m, pp, (&x_shared).into(), &mut y_long, || {
+        Ok::<(), EngineError>(())
+    })
+    .unwrap();
+    assert!(y_long.is_shared(), "{name}: replaced by shared bytes");
+    assert_eq!(
+        y_long.as_ref(),
+        le_bytes(&want),
+        "{name} {} y shared, too long",
+        T::NAME
+    );
+    // A check of x that refuses it: y unspecified, both still usable after.
+    let refused = e.execute_le_into(m, pp, (&x_shared).into(), &mut y_shared, || {
+        Err(EngineError::InvalidPlan("x refused".into()))
+    });
+    assert!(
+        matches!(refused, Err(EngineError::InvalidPlan(_))),
+        "{name}"
+    );
+    y_shared.as_mut().fill(0);
+    e.execute_le_into(m, pp, (&x_shared).into(), &mut y_shared, || {
+        Ok::<(), EngineError>(())
+    })
+    .unwrap();
+    assert_eq!(
+        y_shared.as_ref(),
+        le_bytes(&want),
+        "{name} {} shared after a refusal",
+        T::NAME
+    );
     let short = le_bytes(&x[..m.ncols().saturating_sub(1)]);
     if m.ncols() > 0 {
         assert!(matches!(
@@ -866,6 +945,9 @@ fn the_wire_path_gives_the_bits_of_the_staged_path() {
         let m = e.upload(&a).unwrap();
         let pp = e.prepare_kernel(&m, KernelId::CsrAdaptive).unwrap();
         check_le_path(e, name, &m, &pp);
+        // Two launches writing y (the carries' fix-up pass after the first).
+        let pp = e.prepare_kernel(&m, KernelId::MergePath).unwrap();
+        check_le_path(e, &format!("{name}, merge path"), &m, &pp);
         // One bin only: the rows outside it come from the zero fill.
         let binning = Binning::new(a.row_ptr(), Scheme::Granularity(10));
         let first = binning.nonempty_bins().next();

@@ -192,6 +192,10 @@ pub struct OnDevice {
     /// pinned host memory that the device copies at DMA speed
     /// (`--host-pools`; by default on a device that is not a CPU).
     pub pinned_host_buffers: bool,
+    /// Whether binary x is received into, and binary y answered from, host
+    /// memory the device's kernels use in place, with no copy
+    /// (`--host-pools`; by default on a CPU device).
+    pub shared_host_buffers: bool,
     /// Planning, upload, preparation and tuning, ms.
     pub setup_ms: f64,
 }

@@ -227,8 +227,9 @@ pub struct Config {
     /// Where an uploaded matrix keeps the host buffers that binary x is
     /// received into and y answered from: auto (the default: pinned host
     /// memory on a device that is not a CPU, so the device copies both at
-    /// DMA speed with no host copy; the heap on a CPU device, where pinned
-    /// memory is the same memory), pinned, heap.
+    /// DMA speed with no host copy; shared on a CPU device, whose kernels
+    /// then read x and write y where they are, with no copy at all), pinned,
+    /// shared, heap.
     #[arg(long, env = "SPMV_HOST_POOLS", value_enum, default_value_t = HostPools::Auto)]
     pub host_pools: HostPools,
 
@@ -258,21 +259,39 @@ pub enum StreamX {
 /// Where an uploaded matrix's x and y host buffers live ([`Config::host_pools`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum HostPools {
-    /// Pinned on a device that is not a CPU, else the heap (the default).
+    /// Shared on a CPU device, pinned on any other (the default).
     Auto,
     /// Pinned host memory (`CL_MEM_ALLOC_HOST_PTR`, mapped once).
     Pinned,
+    /// Host memory the kernels use in place (`CL_MEM_USE_HOST_PTR`, unmapped
+    /// for each call's launches): no copy on a CPU device; on a GPU every
+    /// access would cross the bus.
+    Shared,
     /// The heap.
     Heap,
 }
 
+/// The kind of host memory an uploaded matrix's pools hold ([`HostPools`]
+/// resolved for a device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoolKind {
+    /// The heap.
+    #[default]
+    Heap,
+    /// Pinned host memory, copied by the device's DMA.
+    Pinned,
+    /// Memory the device's kernels use in place.
+    Shared,
+}
+
 impl HostPools {
-    /// Whether pools are pinned on a device of this OpenCL type (`cpu`, `gpu`, ...).
-    pub fn pinned_for(self, device_kind: &str) -> bool {
+    /// The pools' memory on a device of this OpenCL type (`cpu`, `gpu`, ...).
+    pub fn kind_for(self, device_kind: &str) -> PoolKind {
         match self {
-            HostPools::Auto => !device_kind.eq_ignore_ascii_case("cpu"),
-            HostPools::Pinned => true,
-            HostPools::Heap => false,
+            HostPools::Auto if device_kind.eq_ignore_ascii_case("cpu") => PoolKind::Shared,
+            HostPools::Auto | HostPools::Pinned => PoolKind::Pinned,
+            HostPools::Shared => PoolKind::Shared,
+            HostPools::Heap => PoolKind::Heap,
         }
     }
 }
@@ -289,12 +308,12 @@ pub const STREAM_X_MIN_BYTES: usize = 8 << 20;
 
 impl StreamX {
     /// Whether to stream an x of `x_bytes` to a device of this OpenCL type
-    /// (`cpu`, `gpu`, ...) for a matrix whose host pools are pinned or not.
-    pub fn on_for(self, device_kind: &str, x_bytes: usize, pinned_pools: bool) -> bool {
+    /// (`cpu`, `gpu`, ...) for a matrix whose host pools are of `pools`.
+    pub fn on_for(self, device_kind: &str, x_bytes: usize, pools: PoolKind) -> bool {
         match self {
             StreamX::Auto => {
                 !device_kind.eq_ignore_ascii_case("cpu")
-                    && !pinned_pools
+                    && pools == PoolKind::Heap
                     && x_bytes >= STREAM_X_MIN_BYTES
             }
             StreamX::On => true,
@@ -390,30 +409,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_pools_are_pinned_by_default_on_devices_other_than_cpus() {
+    fn host_pools_are_pinned_by_default_on_devices_other_than_cpus_and_shared_on_cpus() {
         assert_eq!(Config::defaults().host_pools, HostPools::Auto);
-        assert!(HostPools::Auto.pinned_for("gpu"));
-        assert!(HostPools::Auto.pinned_for("accelerator"));
-        assert!(!HostPools::Auto.pinned_for("CPU"));
-        assert!(HostPools::Pinned.pinned_for("cpu"));
-        assert!(!HostPools::Heap.pinned_for("gpu"));
+        assert_eq!(HostPools::Auto.kind_for("gpu"), PoolKind::Pinned);
+        assert_eq!(HostPools::Auto.kind_for("accelerator"), PoolKind::Pinned);
+        assert_eq!(HostPools::Auto.kind_for("CPU"), PoolKind::Shared);
+        assert_eq!(HostPools::Pinned.kind_for("cpu"), PoolKind::Pinned);
+        assert_eq!(HostPools::Shared.kind_for("gpu"), PoolKind::Shared);
+        assert_eq!(HostPools::Heap.kind_for("gpu"), PoolKind::Heap);
         let c = Config::parse_from(["server", "--host-pools", "pinned"]);
         assert_eq!(c.host_pools, HostPools::Pinned);
+        let c = Config::parse_from(["server", "--host-pools", "shared"]);
+        assert_eq!(c.host_pools, HostPools::Shared);
         assert!(Config::try_parse_from(["server", "--host-pools", "locked"]).is_err());
     }
 
     #[test]
     fn auto_streams_a_wide_x_into_heap_pools_on_devices_other_than_cpus() {
         let wide = STREAM_X_MIN_BYTES;
-        assert!(!StreamX::Auto.on_for("cpu", wide, false));
-        assert!(!StreamX::Auto.on_for("CPU", wide, false));
-        assert!(StreamX::Auto.on_for("gpu", wide, false));
-        assert!(StreamX::Auto.on_for("accelerator", wide, false));
-        assert!(!StreamX::Auto.on_for("gpu", wide - 1, false));
-        // x received into pinned pools goes whole (faster on the H100).
-        assert!(!StreamX::Auto.on_for("gpu", wide, true));
-        assert!(StreamX::On.on_for("cpu", 8, true));
-        assert!(!StreamX::Off.on_for("gpu", wide, false));
+        assert!(!StreamX::Auto.on_for("cpu", wide, PoolKind::Heap));
+        assert!(!StreamX::Auto.on_for("CPU", wide, PoolKind::Heap));
+        assert!(StreamX::Auto.on_for("gpu", wide, PoolKind::Heap));
+        assert!(StreamX::Auto.on_for("accelerator", wide, PoolKind::Heap));
+        assert!(!StreamX::Auto.on_for("gpu", wide - 1, PoolKind::Heap));
+        // x received into pinned or shared pools goes whole (faster on the H100).
+        assert!(!StreamX::Auto.on_for("gpu", wide, PoolKind::Shared));
+        assert!(!StreamX::Auto.on_for("gpu", wide, PoolKind::Pinned));
+        assert!(StreamX::On.on_for("cpu", 8, PoolKind::Shared));
+        assert!(!StreamX::Off.on_for("gpu", wide, PoolKind::Heap));
         assert_eq!(Config::defaults().stream_x, StreamX::Auto);
         let c = Config::parse_from(["server", "--stream-x", "off"]);
         assert_eq!(c.stream_x, StreamX::Off);

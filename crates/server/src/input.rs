@@ -475,6 +475,9 @@ pub enum XIn {
         /// Whether the bytes lie in pinned host memory (received into a
         /// pinned buffer of the matrix's x pool).
         pinned: bool,
+        /// The shared memory the bytes are (received into a shared buffer
+        /// of the matrix's x pool), for the kernels to read in place.
+        shared: Option<engine::SharedView>,
     },
     /// Binary x received into its matrix's inflow, most of it already on
     /// the device, every value checked on arrival.
@@ -496,6 +499,7 @@ impl XIn {
             precision,
             checked: false,
             pinned: false,
+            shared: None,
         })
     }
 
@@ -504,6 +508,7 @@ impl XIn {
     pub fn received(x: crate::pool::Pooled, precision: Precision) -> XIn {
         XIn::Binary {
             pinned: x.is_pinned(),
+            shared: x.shared_view(),
             bytes: x.into_bytes(),
             precision,
             checked: true,
@@ -550,10 +555,12 @@ impl XIn {
                 bytes,
                 precision,
                 pinned,
+                shared,
                 ..
             } if precision.bytes() == width => Some(engine::LeBytes {
                 bytes,
                 pinned: *pinned,
+                shared: shared.as_ref(),
             }),
             _ => None,
         }

@@ -1,10 +1,12 @@
 //! Host buffers of x and y reused from call to call on one prepared matrix:
 //! a pool keeps one idle buffer, so a steady stream of calls allocates (and
-//! faults in) no new memory for x's body or y's answer. On a GPU the pools
-//! are seeded with pinned host memory ([`VectorPools::pinned`], see
-//! [`crate::config::HostPools`]): x is received into it and y answered from
-//! it, and the device's copies of both run at DMA speed with no host copy.
+//! faults in) no new memory for x's body or y's answer. The pools are seeded
+//! ([`VectorPools::seeded`], see [`crate::config::HostPools`]) on a GPU with
+//! pinned host memory: x is received into it and y answered from it, and
+//! the device's copies of both run at DMA speed with no host copy; on a CPU
+//! device with shared memory, which the kernels read and write in place.
 
+use crate::config::PoolKind;
 use axum::body::Bytes;
 use engine::HostBytes;
 use std::sync::{Arc, Mutex};
@@ -51,20 +53,20 @@ impl BufPool {
             .map_or(0, HostBytes::len)
     }
 
-    /// Whether the idle buffer is pinned host memory.
-    pub fn idle_pinned(&self) -> bool {
+    /// Whether the idle buffer is pinned or shared host memory, not the heap.
+    pub fn idle_device_host(&self) -> bool {
         self.idle
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .is_some_and(HostBytes::is_pinned)
+            .is_some_and(HostBytes::is_device_host)
     }
 
-    /// Keeps `buf` as the idle buffer, unless the idle one is pinned and
-    /// `buf` is not (a pinned buffer is the one worth keeping).
+    /// Keeps `buf` as the idle buffer, unless the idle one is pinned or
+    /// shared and `buf` is not (such a buffer is the one worth keeping).
     fn give_back(&self, buf: HostBytes) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if buf.is_pinned() || !idle.as_ref().is_some_and(HostBytes::is_pinned) {
+        if buf.is_device_host() || !idle.as_ref().is_some_and(HostBytes::is_device_host) {
             *idle = Some(buf);
         }
     }
@@ -87,6 +89,12 @@ impl Pooled {
     /// Whether the buffer is pinned host memory.
     pub fn is_pinned(&self) -> bool {
         self.buf.is_pinned()
+    }
+
+    /// A handle on the buffer when it is shared memory
+    /// ([`engine::HostBytes::shared_view`]).
+    pub fn shared_view(&self) -> Option<engine::SharedView> {
+        self.buf.shared_view()
     }
 
     /// As a `Bytes` (no copy) that gives the buffer back once every clone
@@ -123,38 +131,41 @@ pub struct VectorPools {
     pub x: Arc<BufPool>,
     /// y's little-endian bytes, as answered.
     pub y: Arc<BufPool>,
-    /// Whether both were seeded with pinned buffers.
-    pinned: bool,
+    /// What both were seeded with (the heap when either could not be).
+    kind: PoolKind,
 }
 
 impl VectorPools {
-    /// Pools seeded with pinned buffers of x's `x_len` and y's `y_len`
-    /// bytes, made by `pinned` (the engine's [`engine::Engine::pinned_bytes`]);
-    /// a pool whose buffer could not be pinned starts empty (its buffers are
-    /// then on the heap), since pinned memory only makes the copies faster.
-    pub fn pinned(
+    /// Pools seeded with buffers of `kind` of x's `x_len` and y's `y_len`
+    /// bytes, made by `make` (the engine's [`engine::Engine::pinned_bytes`]
+    /// or [`engine::Engine::shared_bytes`]); a pool whose buffer could not
+    /// be made starts empty (its buffers are then on the heap), since such
+    /// memory only saves copies.
+    pub fn seeded(
+        kind: PoolKind,
         x_len: usize,
         y_len: usize,
-        pinned: impl Fn(usize) -> engine::Result<HostBytes>,
+        make: impl Fn(usize) -> engine::Result<HostBytes>,
     ) -> VectorPools {
-        let pool = |len: usize| match pinned(len) {
+        let pool = |len: usize| match make(len) {
             Ok(b) => BufPool::seeded(b),
             Err(e) => {
-                tracing::warn!("no pinned host buffer of {len} bytes ({e}); on the heap instead");
+                tracing::warn!("no {kind:?} host buffer of {len} bytes ({e}); on the heap instead");
                 Arc::default()
             }
         };
         let (x, y) = (pool(x_len), pool(y_len));
+        let both = x.idle_device_host() && y.idle_device_host();
         VectorPools {
-            pinned: x.idle_pinned() && y.idle_pinned(),
+            kind: if both { kind } else { PoolKind::Heap },
             x,
             y,
         }
     }
 
-    /// Whether x's and y's pools were both seeded with pinned buffers.
-    pub fn is_pinned(&self) -> bool {
-        self.pinned
+    /// What x's and y's pools were both seeded with.
+    pub fn kind(&self) -> PoolKind {
+        self.kind
     }
 }
 
@@ -203,10 +214,13 @@ mod tests {
 
     #[test]
     fn unpinnable_pools_start_empty_and_use_the_heap() {
-        let pools = VectorPools::pinned(16, 8, |_| Err(engine::EngineError::WrongMatrix));
-        assert_eq!(pools.x.idle_bytes(), 0);
-        assert!(!pools.y.idle_pinned());
-        assert!(!pools.x.take(16).is_pinned());
-        assert!(!pools.is_pinned());
+        for kind in [PoolKind::Pinned, PoolKind::Shared] {
+            let pools = VectorPools::seeded(kind, 16, 8, |_| Err(engine::EngineError::WrongMatrix));
+            assert_eq!(pools.x.idle_bytes(), 0);
+            assert!(!pools.y.idle_device_host());
+            assert!(!pools.x.take(16).is_pinned());
+            assert!(pools.x.take(16).shared_view().is_none());
+            assert_eq!(pools.kind(), PoolKind::Heap);
+        }
     }
 }

@@ -9,7 +9,7 @@
 use crate::auth::Principal;
 use crate::budget::MemoryBudget;
 use crate::cache::ByteLru;
-use crate::config::{Config, HostPools, Limits, StreamX};
+use crate::config::{Config, HostPools, Limits, PoolKind, StreamX};
 use crate::error::ApiError;
 use crate::input::{y_binary, Precision, XIn};
 use crate::metrics::{Gauges, Metrics};
@@ -327,8 +327,8 @@ pub struct XSetup {
     /// An [`engine::XInflow`] for x to be uploaded in slices while it
     /// arrives (a matrix kept for many calls).
     pub stream: bool,
-    /// The x and y pools seeded with pinned host memory ([`VectorPools::pinned`]).
-    pub pinned_pools: bool,
+    /// The memory the x and y pools are seeded with ([`VectorPools::seeded`]).
+    pub pools: PoolKind,
 }
 
 impl XSetup {
@@ -340,10 +340,10 @@ impl XSetup {
         x_bytes: usize,
     ) -> XSetup {
         let kind = &engine.info().kind;
-        let pinned_pools = host_pools.pinned_for(kind);
+        let pools = host_pools.kind_for(kind);
         XSetup {
-            stream: stream_x.on_for(kind, x_bytes, pinned_pools),
-            pinned_pools,
+            stream: stream_x.on_for(kind, x_bytes, pools),
+            pools,
         }
     }
 }
@@ -372,11 +372,15 @@ pub fn upload_blocking(
     } else {
         None
     });
-    let pools = if x.pinned_pools {
-        let w = p.bytes();
-        VectorPools::pinned(a.ncols() * w, a.nrows() * w, |len| engine.pinned_bytes(len))
-    } else {
-        VectorPools::default()
+    let (w, kind) = (p.bytes(), x.pools);
+    let pools = match kind {
+        PoolKind::Heap => VectorPools::default(),
+        PoolKind::Pinned => VectorPools::seeded(kind, a.ncols() * w, a.nrows() * w, |n| {
+            engine.pinned_bytes(n)
+        }),
+        PoolKind::Shared => VectorPools::seeded(kind, a.ncols() * w, a.nrows() * w, |n| {
+            engine.shared_bytes(n)
+        }),
     };
     Ok(DeviceBuffers {
         matrix,

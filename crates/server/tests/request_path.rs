@@ -241,29 +241,38 @@ async fn three_held_calls(
     still_serves(app, (a, id), p, seed + 9, false).await;
 }
 
-/// Whether the matrix `id` says its binary x and y go through pinned host memory.
-async fn pinned_host_buffers(app: &Router, id: &str) -> Vec<bool> {
+/// What the matrix `id` says of its binary x's and y's host buffers, per
+/// precision: (pinned, shared).
+async fn host_buffers(app: &Router, id: &str) -> Vec<(bool, bool)> {
     let r = send(app, get(&format!("/matrices/{id}"))).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     r.json()["uploaded"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|u| u["pinned_host_buffers"].as_bool().unwrap())
+        .map(|u| {
+            let flag = |k: &str| u[k].as_bool().unwrap();
+            (flag("pinned_host_buffers"), flag("shared_host_buffers"))
+        })
         .collect()
 }
 
 #[tokio::test]
-async fn binary_x_and_y_in_pinned_host_pools_give_the_reference_y() {
+async fn binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y() {
     // x received into and y answered from the matrix's pinned pools
-    // (straight to and from the device), with answers held so that later
-    // calls find the pinned buffers out and take heap ones; x whole and
-    // streamed; then the heap pools for comparison.
-    let test = "binary_x_and_y_in_pinned_host_pools_give_the_reference_y";
-    for (k, (pools, stream)) in [("pinned", "off"), ("pinned", "on"), ("heap", "off")]
-        .into_iter()
-        .enumerate()
-    {
+    // (straight to and from the device) or shared ones (the kernels read x
+    // and write y in place), with answers held so that later calls find
+    // the pools' buffers out and take heap ones; x whole and streamed; then
+    // the heap pools for comparison.
+    let test = "binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y";
+    let cases = [
+        ("pinned", "off"),
+        ("pinned", "on"),
+        ("shared", "off"),
+        ("shared", "on"),
+        ("heap", "off"),
+    ];
+    for (k, (pools, stream)) in cases.into_iter().enumerate() {
         let flags = &["--no-database", "--host-pools", pools, "--stream-x", stream];
         let dims = (300 + 50 * k, 1037, 40 + k as u64);
         let Some((app, a, id)) = with_matrix_on(&format!("{test}_{k}"), flags, dims).await else {
@@ -272,12 +281,9 @@ async fn binary_x_and_y_in_pinned_host_pools_give_the_reference_y() {
         for p in ["f64", "f32"] {
             three_held_calls(&app, (&a, &id), p, 50, true).await;
         }
-        let pinned = pinned_host_buffers(&app, &id).await;
-        assert_eq!(
-            pinned,
-            vec![pools == "pinned"; 2],
-            "{pools}, stream {stream}"
-        );
+        let kinds = host_buffers(&app, &id).await;
+        let want = (pools == "pinned", pools == "shared");
+        assert_eq!(kinds, vec![want; 2], "{pools}, stream {stream}");
     }
 }
 

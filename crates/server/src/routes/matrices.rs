@@ -1,6 +1,7 @@
 //! `POST /matrices`, `GET /matrices/{id}`, `DELETE /matrices/{id}`: uploaded matrices.
 
 use super::*;
+use crate::config::PoolKind;
 use crate::openapi::{BinaryCsrDoc, BytesDoc, MatrixMarketDoc, PlanParams};
 
 fn on_device(r: &Ready) -> api::OnDevice {
@@ -10,7 +11,8 @@ fn on_device(r: &Ready) -> api::OnDevice {
         model: r.planned.model.clone(),
         planning: r.planned.planning.clone(),
         device_bytes: r.device_bytes,
-        pinned_host_buffers: r.buffers.pools.is_pinned(),
+        pinned_host_buffers: r.buffers.pools.kind() == PoolKind::Pinned,
+        shared_host_buffers: r.buffers.pools.kind() == PoolKind::Shared,
         setup_ms: r.setup_ms,
     }
 }

@@ -43,6 +43,7 @@ impl EngineArgs {
             warp_shuffle: self.warp_shuffle,
             cache_dir,
             binary_staging: engine::BinaryStaging::default(),
+            in_place_min_bytes: None,
         }
     }
 }

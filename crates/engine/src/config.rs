@@ -190,6 +190,10 @@ pub struct EngineConfig {
     pub cache_dir: Option<PathBuf>,
     /// How binary x and y reach the device.
     pub binary_staging: BinaryStaging,
+    /// The fewest bytes of x and y together for which shared x and y are
+    /// used in place ([`crate::Engine::shared_bytes`]); `None`:
+    /// [`crate::shared::IN_PLACE_MIN_BYTES`].
+    pub in_place_min_bytes: Option<usize>,
 }
 
 /// The usual program cache folder, for binaries to pass as

@@ -149,6 +149,8 @@ pub struct Engine {
     little_endian: bool,
     /// How binary x and y reach the device ([`EngineConfig::binary_staging`]).
     binary_staging: crate::config::BinaryStaging,
+    /// [`EngineConfig::in_place_min_bytes`], resolved.
+    pub(crate) in_place_min_bytes: usize,
 }
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
@@ -224,6 +226,9 @@ impl Engine {
         Ok(Engine {
             little_endian,
             binary_staging: cfg.binary_staging,
+            in_place_min_bytes: cfg
+                .in_place_min_bytes
+                .unwrap_or(crate::shared::IN_PLACE_MIN_BYTES),
             info,
             device,
             context,

@@ -862,7 +862,9 @@ fn check_le_path<T: DeviceScalar>(
             t.kernel_ns + t.upload_x_ns + t.download_y_ns <= t.wall_ns,
             "{t:?}"
         );
-        assert_eq!(t.in_place, m.nrows() > 0 && m.ncols() > 0, "{what}: {t:?}");
+        let wide = (m.nrows() + m.ncols()) * T::BYTES >= e.in_place_min_bytes();
+        let in_place = m.nrows() > 0 && m.ncols() > 0 && wide;
+        assert_eq!(t.in_place, in_place, "{what}: {t:?}");
     }
     let mut y_heap = engine::HostBytes::heap(0);
     let t = e
@@ -961,10 +963,13 @@ fn the_wire_path_gives_the_bits_of_the_staged_path() {
     let mut cases = awkward_cases();
     cases.push(("mixed".into(), gen::mixed_lengths(1500, 33).unwrap()));
     // The device's default (direct on a CPU device, pinned for narrow x and
-    // y elsewhere), then both ways forced: the same bits of y through either.
+    // y elsewhere; shared x and y in place from 1 MiB, so not these), then
+    // both ways forced and shared x and y always in place: the same bits of
+    // y through either.
     let forced = [engine::BinaryStaging::Pinned, engine::BinaryStaging::Direct].map(|s| {
         Engine::with_config(&EngineConfig {
             binary_staging: s,
+            in_place_min_bytes: Some(0),
             ..EngineConfig::default()
         })
         .unwrap()

@@ -136,6 +136,7 @@ async fn execute_cached(
                 ("x-upload-x-ms" = f64, description = "Binary y: x upload (OpenCL profiling; binary x by matrix_id streamed (--stream-x): every slice, most uploaded while x arrived)"),
                 ("x-upload-x-after-ms" = f64, description = "Binary y: the part of x's upload after its last byte arrived (the last slice of binary x by matrix_id when streamed; else all of it)"),
                 ("x-download-y-ms" = f64, description = "Binary y: y download (OpenCL profiling)"),
+                ("x-in-place" = bool, description = "Binary y: whether the kernels read x and wrote y where the request and the answer hold them (shared host pools, by default on a CPU device): no copy of either; x-upload-x-ms and x-download-y-ms are then the unmap of x and the map of y"),
                 ("x-server-ms" = f64, description = "Binary y: the whole request inside the server"),
                 ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body (binary x by matrix_id on a device: received straight into the buffer x's upload reads, each value checked as it arrives, its completed slices uploaded meanwhile where x is streamed; a first use's set-up not counted)"),
                 ("x-gbps" = f64, description = "Binary y: minimum bytes of one SpMV / kernel time"),
@@ -394,6 +395,7 @@ async fn binary_answer(d: SpmvDone, y: YVec) -> Result<Response, ApiError> {
     put("x-upload-x-ms", t.upload_x_ms().to_string());
     put("x-upload-x-after-ms", t.upload_x_after_ms().to_string());
     put("x-download-y-ms", t.download_y_ms().to_string());
+    put("x-in-place", t.in_place.to_string());
     put("x-server-ms", d.server_ms.to_string());
     put("x-read-ms", d.read_ms.to_string());
     put("x-gbps", d.gbps().to_string());

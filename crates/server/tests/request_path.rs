@@ -261,9 +261,10 @@ async fn host_buffers(app: &Router, id: &str) -> Vec<(bool, bool)> {
 async fn binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y() {
     // x received into and y answered from the matrix's pinned pools
     // (straight to and from the device) or shared ones (the kernels read x
-    // and write y in place), with answers held so that later calls find
-    // the pools' buffers out and take heap ones; x whole and streamed; then
-    // the heap pools for comparison.
+    // and write y in place: these x and y are under the default bound, so
+    // it is lowered to 0), with answers held so that later calls find the
+    // pools' buffers out and take heap ones; x whole and streamed; then the
+    // heap pools for comparison.
     let test = "binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y";
     let cases = [
         ("pinned", "off"),
@@ -273,13 +274,30 @@ async fn binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y() {
         ("heap", "off"),
     ];
     for (k, (pools, stream)) in cases.into_iter().enumerate() {
-        let flags = &["--no-database", "--host-pools", pools, "--stream-x", stream];
+        let flags = &[
+            "--no-database",
+            "--host-pools",
+            pools,
+            "--stream-x",
+            stream,
+            "--in-place-min-bytes",
+            "0",
+        ];
         let dims = (300 + 50 * k, 1037, 40 + k as u64);
         let Some((app, a, id)) = with_matrix_on(&format!("{test}_{k}"), flags, dims).await else {
             return;
         };
         for p in ["f64", "f32"] {
             three_held_calls(&app, (&a, &id), p, 50, true).await;
+            // One call alone: x and y in the pools' buffers, used in place
+            // when they are shared and x is not streamed.
+            let x = random_x(a.ncols(), 70);
+            let body = chunked(&le_bytes(&x, p), &ODD);
+            let r = send(&app, x_request(&id, p, body, true, true)).await;
+            check(&a, &x, &y_from(&r, p, true), p);
+            let in_place = r.headers["x-in-place"].to_str().unwrap();
+            let want = pools == "shared" && stream == "off";
+            assert_eq!(in_place, want.to_string(), "{pools}, stream {stream}, {p}");
         }
         let kinds = host_buffers(&app, &id).await;
         let want = (pools == "pinned", pools == "shared");

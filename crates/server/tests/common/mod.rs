@@ -106,8 +106,18 @@ pub fn matrix_id(a: &Csr<f64>) -> String {
 
 /// An app on the shared device, an in-memory database and the shipped models
 /// (the rule baseline where none matches).
+/// Flags that configure the engine (`--binary-staging`, `--in-place-min-bytes`,
+/// ...) get a device of their own, opened with them; the others share one.
 pub async fn test_app(flags: &[&str]) -> (Router, AppState) {
-    test_app_with(flags, device()).await
+    let engine = config(flags).engine_config();
+    let device = if engine == config(&[]).engine_config() {
+        device()
+    } else {
+        tokio::task::spawn_blocking(move || DeviceState::open_with(&engine))
+            .await
+            .expect("opening the device")
+    };
+    test_app_with(flags, device).await
 }
 
 /// An app on the given device.

@@ -45,7 +45,11 @@ Each answer is checked against scipy. One CSV row per precision and form, median
                connection to a thread of this script, measured in the same
                run (issue 11: client_over_ms <= 1 ms + loopback_ms);
   loopback_x_ms  the same for x's bytes alone (a one-byte answer): the
-               floor of read_ms, to see whether receiving keeps the pace.
+               floor of read_ms, to see whether receiving keeps the pace;
+  in_place     the fraction of timed binary calls whose kernels read x and
+               wrote y where the request and the answer hold them (header
+               x-in-place: shared host pools on a CPU device, no copy;
+               upload_x_ms and download_y_ms are then the unmap and the map).
 
 Usage: request_path.py --url http://127.0.0.1:PORT [--nnz 100000,1000000,10000000] [--awkward] [--out FILE]
   --awkward first checks y against scipy on awkward shapes (1x1, no entries, empty rows,
@@ -184,6 +188,7 @@ def one_call(client, mid, precision, x, form):
         # (servers before x-read-ms existed: NaN)
         tm = {k: float(h.get(f"x-{k.replace('_', '-')}-ms", "nan")) for k in
               ("kernel", "upload_x", "download_y", "device", "server", "read", "upload_x_after")}
+        tm["in_place"] = h.get("x-in-place") == "true"
     else:
         t = time.perf_counter()
         body = json.dumps({"matrix_id": mid, "x": x.tolist(), "precision": precision}).encode()
@@ -193,6 +198,7 @@ def one_call(client, mid, precision, x, form):
         y = np.array(doc["y"])
         tm = {k: float(doc["timings_ms"].get(k, "nan")) for k in
               ("kernel", "upload_x", "download_y", "device", "server", "read", "upload_x_after")}
+        tm["in_place"] = False
     if tm["upload_x_after"] != tm["upload_x_after"]:  # NaN: a server that uploads x once whole
         tm["upload_x_after"] = tm["upload_x"]
     return y, tm, ms
@@ -233,6 +239,7 @@ def bench(client, mid, a, precision, form, calls, warmup):
            "client_ms": med([r[0] for r in rows])}
     for k in ("server", "read", "device", "kernel", "upload_x", "upload_x_after", "download_y"):
         out[f"{k}_ms"] = med([r[1][k] for r in rows])
+    out["in_place"] = sum(r[1]["in_place"] for r in rows) / max(len(rows), 1)
     # Differences of medians, as server_over_ms and server_unread_ms below.
     out["after_read_ms"] = out["server_ms"] - out["read_ms"]
     out["server_after_ms"] = (out["after_read_ms"] - out["kernel_ms"] - out["upload_x_after_ms"]
@@ -327,7 +334,7 @@ def main(argv):
     fields = ["form", "precision", "nrows", "nnz", "calls", "client_ms", "server_ms", "read_ms", "device_ms",
               "kernel_ms", "upload_x_ms", "download_y_ms", "over_device", "server_over_ms",
               "server_unread_ms", "client_over_ms", "loopback_ms", "upload_x_after_ms",
-              "server_after_ms", "after_read_ms", "loopback_x_ms"]
+              "server_after_ms", "after_read_ms", "loopback_x_ms", "in_place"]
     out = open(args.out, "w", newline="") if args.out else sys.stdout
     w = csv.DictWriter(out, fieldnames=fields)
     w.writeheader()

@@ -479,6 +479,62 @@ async fn a_slow_body_in_the_pinned_x_buffer_leaves_a_heap_one_to_another_call() 
     slow_body_beside_a_quick_one(test, &["--no-database", "--host-pools", "pinned"]).await;
 }
 
+#[tokio::test]
+async fn a_slow_body_in_the_shared_x_buffer_leaves_a_heap_one_to_another_call() {
+    let test = "a_slow_body_in_the_shared_x_buffer_leaves_a_heap_one_to_another_call";
+    let flags = &[
+        "--no-database",
+        "--host-pools",
+        "shared",
+        "--in-place-min-bytes",
+        "0",
+    ];
+    slow_body_beside_a_quick_one(test, flags).await;
+}
+
+#[tokio::test]
+async fn concurrent_calls_on_shared_pools_each_get_their_own_y() {
+    // Calls at once on one matrix with shared pools used in place: the ones
+    // that find the shared x or y out copy through heap buffers, each y is
+    // its own; then a lone call finds both back and goes in place.
+    let test = "concurrent_calls_on_shared_pools_each_get_their_own_y";
+    let flags = &[
+        "--no-database",
+        "--host-pools",
+        "shared",
+        "--in-place-min-bytes",
+        "0",
+    ];
+    let Some((app, a, id)) = with_matrix_on(test, flags, (700, 900, 13)).await else {
+        return;
+    };
+    for p in ["f64", "f32"] {
+        let calls: Vec<_> = (0..6)
+            .map(|k| {
+                let (app, id, a) = (app.clone(), id.clone(), a.clone());
+                let p = p.to_string();
+                tokio::spawn(async move {
+                    let x = random_x(a.ncols(), 100 + k);
+                    let body = chunked(&le_bytes(&x, &p), &ODD);
+                    let r = send(&app, x_request(&id, &p, body, true, k % 2 == 0)).await;
+                    check(&a, &x, &y_from(&r, &p, true), &p);
+                })
+            })
+            .collect();
+        for c in calls {
+            c.await.unwrap();
+        }
+        let x = random_x(a.ncols(), 120);
+        let r = send(
+            &app,
+            x_request(&id, p, chunked(&le_bytes(&x, p), &ODD), true, true),
+        )
+        .await;
+        check(&a, &x, &y_from(&r, p, true), p);
+        assert_eq!(r.headers["x-in-place"], "true", "{p}");
+    }
+}
+
 /// A body half sent holds the matrix's x buffer while another whole call
 /// on the same matrix runs (with a buffer of its own) and answers; then
 /// the slow one finishes; both y checked.

@@ -73,6 +73,13 @@ def test_products_equal_scipy(device_client, path, precision):
     mid = device_client.upload(A, precision=precision)
     y = device_client.spmv(mid, x, precision=precision)
     check_close(A, x, y, precision)
+    # Timed: y again; in place only from 1 MiB of x and y (the default
+    # bound; and only on a CPU device).
+    y2, t = device_client.spmv_timed(mid, x, precision=precision)
+    check_close(A, x, y2, precision)
+    width = 4 if precision == "f32" else 8
+    if (A.shape[0] + A.shape[1]) * width < 1 << 20:
+        assert not t.in_place, (A.shape, t)
     # The same through the operator, on a block of two vectors (matmat).
     op = device_client.operator(mid, precision=precision)
     X = np.stack([x, -x], axis=1)

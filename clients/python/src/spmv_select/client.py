@@ -61,7 +61,11 @@ class SpmvTimings:
     device's profiling (headers ``x-kernel-ms``, ``x-upload-x-ms``,
     ``x-download-y-ms``, ``x-device-ms``), ``server`` is the server's time for
     the whole request (``x-server-ms``) and ``round_trip`` the client's, from
-    sending the request to holding y.
+    sending the request to holding y. ``in_place`` (header ``x-in-place``)
+    says whether the kernels read x and wrote y where the service received
+    and answered them (shared host memory on a CPU device, for x and y of
+    1 MiB or more together): no copy, ``upload_x`` and ``download_y`` are then
+    the unmap and the map.
     """
 
     kernel: float
@@ -70,6 +74,7 @@ class SpmvTimings:
     device: float
     server: float
     round_trip: float
+    in_place: bool = False
 
 
 def _precision(p: Optional[str]) -> Optional[str]:
@@ -410,6 +415,7 @@ class Client:
             device=f("x-device-ms"),
             server=f("x-server-ms"),
             round_trip=rt,
+            in_place=h.get("x-in-place") == "true",
         )
         return y, t
 

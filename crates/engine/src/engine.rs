@@ -31,6 +31,16 @@ pub(crate) struct Redirect<'a> {
     pub(crate) y: Option<&'a ocl::core::Mem>,
 }
 
+impl<'a> Redirect<'a> {
+    /// x alone pointed at `x`.
+    pub(crate) fn x(x: &'a ocl::core::Mem) -> Redirect<'a> {
+        Redirect {
+            x: Some(x),
+            y: None,
+        }
+    }
+}
+
 /// Kernel, transfer and end-to-end time of one SpMV.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Timings {

@@ -92,10 +92,7 @@ impl HostBytes {
     /// A handle on shared bytes, to keep beside them where only the bytes
     /// travel ([`LeBytes::shared`]); `None` for other kinds.
     pub fn shared_view(&self) -> Option<SharedView> {
-        match &self.inner {
-            Inner::Shared(v) => Some(v.clone()),
-            _ => None,
-        }
+        self.shared_ref().cloned()
     }
 
     /// The number of bytes.

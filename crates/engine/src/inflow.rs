@@ -260,20 +260,8 @@ impl Engine {
         let read = |ev: &mut Event| self.enqueue_read_y_le(m, y.as_mut(), ev);
         let device = x.device.as_core().clone();
         let tail = up.clone();
-        let mut t = self.run_and_read(
-            m,
-            pp,
-            (
-                t0,
-                Redirect {
-                    x: Some(&device),
-                    y: None,
-                },
-            ),
-            up,
-            read,
-            || drop(gate),
-        )?;
+        let to = Redirect::x(&device);
+        let mut t = self.run_and_read(m, pp, (t0, to), up, read, || drop(gate))?;
         t.upload_x_ns += x.settled_ns;
         let called = match &tail {
             Some(ev) => ev.profiling_info(ProfilingInfo::Queued)?.time()?,

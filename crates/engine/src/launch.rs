@@ -178,12 +178,10 @@ impl Launch {
             .kernel
             .as_ref()
             .expect("a launch keeps its kernel until dropped");
-        let moved: Vec<(u32, &core::Mem, &core::Mem)> = [(self.x_arg, x), (self.y_arg, y)]
-            .into_iter()
-            .filter_map(|(i, m)| Some((i?, m?.0, m?.1)))
-            .collect();
+        // (No allocation: this runs for every launch of such a call.)
+        let moved = [(self.x_arg, x), (self.y_arg, y)].map(|(i, m)| Some((i?, m?)));
         let mut r = Ok(());
-        for &(i, other, _) in &moved {
+        for &(i, (other, _)) in moved.iter().flatten() {
             r = r.and(
                 core::set_kernel_arg(kernel, i, ArgVal::mem(other)).map_err(EngineError::from),
             );
@@ -191,7 +189,7 @@ impl Launch {
         if r.is_ok() {
             r = self.enqueue(queue, ev);
         }
-        for &(i, _, home) in &moved {
+        for &(i, (_, home)) in moved.iter().flatten() {
             core::set_kernel_arg(kernel, i, ArgVal::mem(home))?;
         }
         r

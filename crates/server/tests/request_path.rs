@@ -479,16 +479,19 @@ async fn a_slow_body_in_the_pinned_x_buffer_leaves_a_heap_one_to_another_call() 
     slow_body_beside_a_quick_one(test, &["--no-database", "--host-pools", "pinned"]).await;
 }
 
+/// Shared host pools, used in place whatever the size of x and y.
+const SHARED_IN_PLACE: &[&str] = &[
+    "--no-database",
+    "--host-pools",
+    "shared",
+    "--in-place-min-bytes",
+    "0",
+];
+
 #[tokio::test]
 async fn a_slow_body_in_the_shared_x_buffer_leaves_a_heap_one_to_another_call() {
     let test = "a_slow_body_in_the_shared_x_buffer_leaves_a_heap_one_to_another_call";
-    let flags = &[
-        "--no-database",
-        "--host-pools",
-        "shared",
-        "--in-place-min-bytes",
-        "0",
-    ];
+    let flags = SHARED_IN_PLACE;
     slow_body_beside_a_quick_one(test, flags).await;
 }
 
@@ -498,13 +501,7 @@ async fn concurrent_calls_on_shared_pools_each_get_their_own_y() {
     // that find the shared x or y out copy through heap buffers, each y is
     // its own; then a lone call finds both back and goes in place.
     let test = "concurrent_calls_on_shared_pools_each_get_their_own_y";
-    let flags = &[
-        "--no-database",
-        "--host-pools",
-        "shared",
-        "--in-place-min-bytes",
-        "0",
-    ];
+    let flags = SHARED_IN_PLACE;
     let Some((app, a, id)) = with_matrix_on(test, flags, (700, 900, 13)).await else {
         return;
     };

@@ -180,29 +180,82 @@ impl Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // No command may touch the memory once it is freed: unmap (when
-        // mapped) and wait for the queue's commands so far, then release
-        // the buffer, then free the memory.
-        let done = if self.is_mapped() {
-            let mut ev = Event::empty();
-            self.unmap(Some(&mut ev)).and_then(|()| Ok(ev.wait_for()?))
-        } else {
-            Err(EngineError::InvalidPlan("not mapped".into()))
-        };
-        if done.is_err() && self.queue.finish().is_err() {
+        // No command may touch the memory once it is freed. The unmap is
+        // enqueued (when mapped) and the buffer released at once; the
+        // runtime deletes the buffer only once the commands that use it
+        // have completed, and then calls `free_memory`, which frees the
+        // memory. So a drop never waits for a kernel still running on the
+        // queue (a matrix evicted or deleted while another call runs).
+        if self.is_mapped() && self.unmap(None).is_err() {
             // The queue is broken (the device is being rebuilt): the runtime
             // may still hold the memory, so the buffer and the memory are
             // leaked rather than freed under it.
             return;
         }
-        // SAFETY: no command touches the memory any more; the buffer is
-        // released first (and never used again), then the allocation made
-        // in `new` with this layout is freed.
-        unsafe {
-            ManuallyDrop::drop(&mut self.mem);
-            std::alloc::dealloc(self.ptr.as_ptr(), self.layout);
+        let memory = Box::into_raw(Box::new(Memory {
+            ptr: self.ptr,
+            layout: self.layout,
+        }));
+        // SAFETY: a live buffer; the callback takes `memory` back exactly
+        // once, when the runtime deletes the buffer.
+        let rc = unsafe {
+            core::ffi::clSetMemObjectDestructorCallback(
+                self.mem.as_ptr(),
+                Some(free_memory),
+                memory.cast(),
+            )
+        };
+        if rc != 0 {
+            // No callback registered: wait for the queue's commands so far,
+            // then release the buffer and free the memory here.
+            // SAFETY: `memory` was not handed to the runtime.
+            let memory = unsafe { Box::from_raw(memory) };
+            if self.queue.finish().is_err() {
+                return; // leaked, as above
+            }
+            // SAFETY: no command touches the memory any more; the buffer
+            // is released first (and never used again).
+            unsafe {
+                ManuallyDrop::drop(&mut self.mem);
+                memory.free();
+            }
+            return;
         }
+        // SAFETY: released once, never used again; the memory is freed by
+        // the callback once the runtime is done with the buffer.
+        unsafe { ManuallyDrop::drop(&mut self.mem) };
     }
+}
+
+/// The allocation behind a released [`Shared`], until the runtime deletes
+/// its buffer.
+struct Memory {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Memory {
+    /// Frees the allocation.
+    ///
+    /// # Safety
+    /// No buffer over the memory may exist any more, nor any reference to it.
+    unsafe fn free(self) {
+        // SAFETY: allocated in `Shared::new` with this layout; unused (caller).
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        #[cfg(test)]
+        tests::FREED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(self.ptr.as_ptr() as usize);
+    }
+}
+
+/// Called by the OpenCL runtime when a released [`Shared`]'s buffer is
+/// deleted, after every command that used it: frees its memory.
+extern "C" fn free_memory(_mem: core::ffi::cl_mem, user_data: *mut std::ffi::c_void) {
+    // SAFETY: `user_data` is the `Memory` boxed in `Shared::drop`, handed
+    // over once; the buffer over it is being deleted, so nothing uses it.
+    unsafe { Box::from_raw(user_data.cast::<Memory>()).free() };
 }
 
 /// A handle on bytes in shared host memory ([`crate::HostBytes::shared_view`]),
@@ -302,5 +355,90 @@ impl Engine {
             && x.of_context(self.queue())
             && y.of_context(self.queue());
         ok.then_some((x, y))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::tests::engine;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// The addresses of the allocations freed so far, in order.
+    pub(super) static FREED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+    /// Whether the allocation at `addr` was freed after the first `since` frees.
+    fn freed_since(since: usize, addr: usize) -> bool {
+        FREED.lock().unwrap()[since..].contains(&addr)
+    }
+
+    /// Waits up to 5 s for the runtime to free the allocation at `addr`.
+    fn wait_freed(since: usize, addr: usize) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(5) {
+            if freed_since(since, addr) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+
+    /// Dropping shared memory while the queue is held up by an earlier
+    /// command neither waits for it nor frees the memory under it: the
+    /// memory is freed once the command has run, by the runtime's callback.
+    #[test]
+    fn a_drop_behind_a_busy_queue_returns_at_once_and_frees_after_it() {
+        let Some(e) = engine() else { return };
+        let q = e.queue();
+        let s = Shared::new(q, 1 << 16).unwrap();
+        let addr = s.ptr.as_ptr() as usize;
+        // An in-order queue held by a marker that waits on a user event.
+        let gate = core::create_user_event(&q.context()).unwrap();
+        core::enqueue_marker_with_wait_list(
+            q.as_core(),
+            Some(&gate),
+            None::<&mut core::Event>,
+            None,
+        )
+        .unwrap();
+        let since = FREED.lock().unwrap().len();
+        let (done, dropped) = std::sync::mpsc::channel();
+        let dropper = std::thread::spawn(move || {
+            drop(s);
+            done.send(()).unwrap();
+        });
+        let returned = dropped.recv_timeout(Duration::from_secs(2)).is_ok();
+        let early = freed_since(since, addr);
+        // Open the gate whatever happened, so that a waiting drop ends too.
+        core::set_user_event_status(&gate, core::CommandExecutionStatus::Complete).unwrap();
+        dropper.join().unwrap();
+        assert!(returned, "the drop waited for the queue");
+        assert!(!early, "freed while the queue still held its unmap");
+        q.finish().unwrap();
+        assert!(
+            wait_freed(since, addr),
+            "the runtime never freed the memory"
+        );
+    }
+
+    /// Shared memory dropped on an idle queue (mapped, as between calls)
+    /// is freed; the queue stays usable.
+    #[test]
+    fn a_drop_on_an_idle_queue_frees_the_memory() {
+        let Some(e) = engine() else { return };
+        let since = FREED.lock().unwrap().len();
+        let s = Shared::new(e.queue(), 100).unwrap();
+        let addr = s.ptr.as_ptr() as usize;
+        assert!(s.is_mapped() && s.bytes().iter().all(|&b| b == 0));
+        drop(s);
+        e.queue().finish().unwrap();
+        assert!(
+            wait_freed(since, addr),
+            "the runtime never freed the memory"
+        );
+        let again = Shared::new(e.queue(), 100).unwrap();
+        assert_eq!(again.len(), 100);
     }
 }

@@ -141,10 +141,48 @@ pub fn run(args: Args) -> Result<()> {
     let ctx = args
         .calls
         .map(|_| amortise_context(engine.as_ref(), args.precision));
+    let out = predict(&sel, &a, args.calls.zip(ctx.as_ref()));
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&out.json(&args, &a, &sel, (&note, &device)))?
+        );
+    } else {
+        println!(
+            "{}: {} x {}, {} nonzeros",
+            args.file.display(),
+            a.nrows(),
+            a.ncols(),
+            a.nnz()
+        );
+        println!("selector: {note}");
+        out.print();
+    }
+    Ok(())
+}
+
+/// What `spmv predict` found for one matrix.
+struct Outcome {
+    features: Features,
+    pred: selector::Prediction,
+    /// The amortised planning, with `--calls`.
+    planning: Option<selector::Planning>,
+    predicted: Option<selector::TimePrediction>,
+    /// Features, then prediction and binning, in ms.
+    timings_ms: (f64, f64),
+}
+
+/// Features, the plan (amortised over `calls` when given) and its predicted
+/// time, with the first two steps timed.
+fn predict(
+    sel: &Selector,
+    a: &sparse::Csr<f64>,
+    calls: Option<(u64, &selector::AmortiseContext)>,
+) -> Outcome {
     let t0 = std::time::Instant::now();
-    let features = Features::of(&a);
+    let features = Features::of(a);
     let t1 = std::time::Instant::now();
-    let (pred, planning) = match args.calls.zip(ctx.as_ref()) {
+    let (pred, planning) = match calls {
         Some((calls, ctx)) => {
             let am = sel.plan_for_calls(&features, a.rows(), calls, ctx, true);
             (am.prediction, Some(am.planning))
@@ -152,9 +190,27 @@ pub fn run(args: Args) -> Result<()> {
         None => (sel.plan_explained(&features, a.rows()), None),
     };
     let t2 = std::time::Instant::now();
-    let predicted = predicted_time(&sel, &features, &pred);
+    let predicted = predicted_time(sel, &features, &pred);
     let timings_ms = ((t1 - t0).as_secs_f64() * 1e3, (t2 - t1).as_secs_f64() * 1e3);
-    if args.json {
+    Outcome {
+        features,
+        pred,
+        planning,
+        predicted,
+        timings_ms,
+    }
+}
+
+impl Outcome {
+    /// The `--json` document.
+    fn json(
+        &self,
+        args: &Args,
+        a: &sparse::Csr<f64>,
+        sel: &Selector,
+        (note, device): (&str, &str),
+    ) -> serde_json::Value {
+        let pred = &self.pred;
         let bins: Vec<serde_json::Value> = pred
             .plan
             .kernels
@@ -163,44 +219,37 @@ pub fn run(args: Args) -> Result<()> {
                 serde_json::json!({"bin": b, "rows": pred.binning.row_count(*b), "nnz": pred.binning.bin_nnz[*b], "kernel": k})
             })
             .collect();
-        let o = serde_json::json!({
+        serde_json::json!({
             "file": args.file.display().to_string(),
             "rows": a.nrows(), "cols": a.ncols(), "nnz": a.nnz(),
-            "features": features.to_map(),
+            "features": self.features.to_map(),
             "selector": sel.info(),
             "selector_note": note,
             "device": device,
             "precision": args.precision,
             "plan": {"scheme": pred.plan.scheme, "bins": bins},
             "explanation": pred.explanation,
-            "planning": planning,
-            "predicted_ms": predicted,
-            "timings_ms": {"features": timings_ms.0, "predict_and_bin": timings_ms.1},
-        });
-        println!("{}", serde_json::to_string(&o)?);
-        return Ok(());
+            "planning": self.planning,
+            "predicted_ms": self.predicted,
+            "timings_ms": {"features": self.timings_ms.0, "predict_and_bin": self.timings_ms.1},
+        })
     }
-    println!(
-        "{}: {} x {}, {} nonzeros",
-        args.file.display(),
-        a.nrows(),
-        a.ncols(),
-        a.nnz()
-    );
-    println!("selector: {note}");
-    print_prediction(&features, &pred);
-    if let Some(p) = &planning {
+
+    /// The text form.
+    fn print(&self) {
+        print_prediction(&self.features, &self.pred);
+        if let Some(p) = &self.planning {
+            println!(
+                "planned for {} calls: {} ({}): {}",
+                p.expected_calls, p.chosen, p.method, p.reason
+            );
+        }
+        print_predicted(self.predicted.as_ref());
         println!(
-            "planned for {} calls: {} ({}): {}",
-            p.expected_calls, p.chosen, p.method, p.reason
+            "time: features {:.3} ms, prediction + binning {:.3} ms",
+            self.timings_ms.0, self.timings_ms.1
         );
     }
-    print_predicted(predicted.as_ref());
-    println!(
-        "time: features {:.3} ms, prediction + binning {:.3} ms",
-        timings_ms.0, timings_ms.1
-    );
-    Ok(())
 }
 
 /// The features, the plan with its bins and, when there is one, why it was chosen.

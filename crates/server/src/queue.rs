@@ -71,6 +71,45 @@ impl<F> Ticket<F> {
     }
 }
 
+/// The worker's side of a queued job: runs the ticket's closure unless the
+/// caller cancelled it or its deadline passed, frees the slot, then answers
+/// (`None`: expired unrun) and counts a job nobody waited for.
+fn worker_job<C, R, F>(
+    ticket: Arc<Ticket<F>>,
+    permit: OwnedSemaphorePermit,
+    deadline: Option<Instant>,
+    reply: oneshot::Sender<Option<R>>,
+    counters: QueueCounters,
+) -> Job<C>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut C) -> R + Send + 'static,
+{
+    Box::new(move |ctx: &mut C| {
+        let late = deadline.is_some_and(|d| Instant::now() >= d);
+        let f = if late {
+            ticket.claim(CANCELLED)
+        } else {
+            ticket.claim(RUNNING)
+        };
+        let r = match f {
+            Some(f) if !late => Some(f(ctx)),
+            _ => None,
+        };
+        // The slot is free before the answer arrives, so the caller's next
+        // job is admitted.
+        drop(permit);
+        let ran = r.is_some();
+        // `None` tells a caller still waiting that its job expired unrun.
+        if reply.send(r).is_err() && ran {
+            counters.discarded.inc();
+        }
+        if !ran {
+            counters.expired.inc();
+        }
+    })
+}
+
 /// Cancels a job still waiting when its caller stops waiting (deadline or
 /// dropped future), dropping its closure there and then.
 struct CancelOnDrop<F>(Arc<Ticket<F>>);
@@ -238,30 +277,13 @@ impl<C: Send + 'static> DeviceQueue<C> {
             f: Mutex::new(Some(f)),
         });
         let (reply, mut answer) = oneshot::channel();
-        let (worker_ticket, counters) = (ticket.clone(), self.counters.clone());
-        let job: Job<C> = Box::new(move |ctx: &mut C| {
-            let late = deadline.is_some_and(|d| Instant::now() >= d);
-            let f = if late {
-                worker_ticket.claim(CANCELLED)
-            } else {
-                worker_ticket.claim(RUNNING)
-            };
-            let r = match f {
-                Some(f) if !late => Some(f(ctx)),
-                _ => None,
-            };
-            // The slot is free before the answer arrives, so the caller's next
-            // job is admitted.
-            drop(permit);
-            let ran = r.is_some();
-            // `None` tells a caller still waiting that its job expired unrun.
-            if reply.send(r).is_err() && ran {
-                counters.discarded.inc();
-            }
-            if !ran {
-                counters.expired.inc();
-            }
-        });
+        let job = worker_job(
+            ticket.clone(),
+            permit,
+            deadline,
+            reply,
+            self.counters.clone(),
+        );
         self.tx
             .send(job)
             .map_err(|_| ApiError::internal("the device worker thread has stopped"))?;

@@ -548,30 +548,7 @@ pub fn evaluate_stored(
             .or_else(|| crate::pipeline::estimate_plan_ms(labels, plan))
             .unwrap_or(f64::NAN)
     };
-    // Each scheme's best plan priced as the service would run it: schemes
-    // whose plan is one kernel over every row are the same launches as that
-    // kernel alone and share its one stored time, so the oracle is not the
-    // luckiest of several timings of one launch (on PoCL a 2-5 us launch
-    // measured up to 2x apart across schemes).
-    let (oracle_scheme, oracle) = labels
-        .plans
-        .iter()
-        .map(|(s, p)| (*s, time_of(&p.plan)))
-        .filter(|(_, t)| t.is_finite() && *t > 0.0)
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .unwrap_or((Scheme::Single, f64::NAN));
-    let singles: Vec<(KernelId, f64)> = KernelId::all()
-        .into_iter()
-        .map(|k| {
-            let whole = time_of(&Plan::single(k));
-            let t = if whole.is_nan() {
-                labels.single_kernel_ms(k).unwrap_or(f64::NAN)
-            } else {
-                whole
-            };
-            (k, t)
-        })
-        .collect();
+    let (oracle, singles) = stored_oracle_and_singles(labels, &time_of);
     Ok(assemble(Measured {
         matrix: (name, source, a),
         overhead_ms,
@@ -580,7 +557,7 @@ pub fn evaluate_stored(
         labels,
         plan: &pred.plan,
         predicted_ms: time_of(&pred.plan),
-        oracle: (oracle_scheme, oracle),
+        oracle,
         singles,
         rule_ms: time_of(&selector::rule_plan_for(class, &features, a.row_ptr())),
         first_call: FirstCall {
@@ -602,6 +579,39 @@ pub fn evaluate_stored(
         upload,
         timing: "stored",
     }))
+}
+
+/// The oracle (the scheme with the fastest stored plan) and every kernel's
+/// time alone, priced by `time_of` as in [`evaluate_stored`].
+fn stored_oracle_and_singles(
+    labels: &MatrixLabels,
+    time_of: &dyn Fn(&Plan) -> f64,
+) -> ((Scheme, f64), Vec<(KernelId, f64)>) {
+    // Each scheme's best plan priced as the service would run it: schemes
+    // whose plan is one kernel over every row are the same launches as that
+    // kernel alone and share its one stored time, so the oracle is not the
+    // luckiest of several timings of one launch (on PoCL a 2-5 us launch
+    // measured up to 2x apart across schemes).
+    let oracle = labels
+        .plans
+        .iter()
+        .map(|(s, p)| (*s, time_of(&p.plan)))
+        .filter(|(_, t)| t.is_finite() && *t > 0.0)
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or((Scheme::Single, f64::NAN));
+    let singles: Vec<(KernelId, f64)> = KernelId::all()
+        .into_iter()
+        .map(|k| {
+            let whole = time_of(&Plan::single(k));
+            let t = if whole.is_nan() {
+                labels.single_kernel_ms(k).unwrap_or(f64::NAN)
+            } else {
+                whole
+            };
+            (k, t)
+        })
+        .collect();
+    (oracle, singles)
 }
 
 /// `Plan::single(k)` when the engine runs `plan` exactly as it runs kernel

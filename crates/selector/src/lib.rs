@@ -74,8 +74,8 @@ pub use model::{
 pub use models_dir::{resolve_models_dir, ModelsDir};
 pub use params::{Criterion, TrainParams, ValidTrainParams, Weighting, MAX_DEPTH_LIMIT};
 pub use perf::{
-    fit_perf, fit_perf_form, perf_features, plan_vector, single_vector, ErrorBand, Estimate,
-    PerfForm, PerfModel, PerfParams, PerfSample, TimePrediction, PERF_EXTRA,
+    fit_perf, fit_perf_form, fit_perf_with, perf_features, plan_vector, single_vector, ErrorBand,
+    Estimate, PerfForm, PerfModel, PerfParams, PerfSample, TimePrediction, PERF_EXTRA,
 };
 pub use quick::{
     fit_quick, geomean_slowdown, Facts, QuickModel, QuickNode, QuickParams, QuickSample,

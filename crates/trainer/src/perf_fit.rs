@@ -22,22 +22,27 @@ pub struct Variant {
     pub form: PerfForm,
     /// How they are grown.
     pub params: PerfParams,
+    /// Whether the trees stand on a size law ([`selector::PerfModel`]'s `base`).
+    pub size_base: bool,
     /// Its check on the validation matrices.
     pub validation: RankingCheck,
 }
 
 /// The variants tried from the base parameters `base`: each form, at the base
-/// depth and two levels deeper (finer splits can tell close plans apart).
-pub fn variants(base: PerfParams) -> Vec<(PerfForm, PerfParams)> {
+/// depth and two levels deeper (finer splits can tell close plans apart),
+/// each with and without a size law under the trees.
+pub fn variants(base: PerfParams) -> Vec<(PerfForm, PerfParams, bool)> {
     let deeper = PerfParams {
         max_depth: (base.max_depth + 2).min(selector::MAX_DEPTH_LIMIT),
         ..base
     };
     let mut out = Vec::new();
-    for form in [PerfForm::Absolute, PerfForm::Relative] {
-        out.push((form, base));
-        if deeper != base {
-            out.push((form, deeper));
+    for size_base in [false, true] {
+        for form in [PerfForm::Absolute, PerfForm::Relative] {
+            out.push((form, base, size_base));
+            if deeper != base {
+                out.push((form, deeper, size_base));
+            }
         }
     }
     out
@@ -87,12 +92,13 @@ pub fn fit(
     let fit_samples = samples_of(&fit_part);
     let mut tried: Vec<Variant> = Vec::new();
     if !fit_samples.is_empty() && !valid.is_empty() {
-        for (form, params) in variants(base) {
-            let m = selector::fit_perf_form(&fit_samples, params, form)?;
+        for (form, params, size_base) in variants(base) {
+            let m = selector::fit_perf_with(&fit_samples, params, form, size_base)?;
             let validation = check_ranking(&m, &valid);
             tried.push(Variant {
                 form,
                 params,
+                size_base,
                 validation,
             });
         }
@@ -103,12 +109,15 @@ pub fn fit(
             best = Some(v);
         }
     }
-    let (form, params) = best.map_or((PerfForm::Relative, base), |v| (v.form, v.params));
-    let model = selector::fit_perf_form(&all, params, form)?;
+    let (form, params, size_base) = best.map_or((PerfForm::Relative, base, false), |v| {
+        (v.form, v.params, v.size_base)
+    });
+    let model = selector::fit_perf_with(&all, params, form, size_base)?;
     let record = serde_json::json!({
         "samples": model.samples,
         "form": form,
         "params": params,
+        "size_base": size_base,
         "chosen_on": format!(
             "validation quarter of the training matrices ({} of {}), by noise-aware top-2 ranking, then untied pairs ordered right, with timed-plan median abs. error <= {MAX_VALIDATION_MDAPE}%",
             valid.len(),
@@ -149,11 +158,11 @@ mod tests {
     #[test]
     fn variants_cover_both_forms_and_depths() {
         let v = variants(PerfParams::default());
-        assert_eq!(v.len(), 4);
-        assert!(v.iter().any(|(f, _)| *f == PerfForm::Absolute));
-        assert!(v
-            .iter()
-            .any(|(f, p)| *f == PerfForm::Relative
-                && p.max_depth == PerfParams::default().max_depth + 2));
+        assert_eq!(v.len(), 8);
+        assert!(v.iter().any(|(f, _, _)| *f == PerfForm::Absolute));
+        assert!(v.iter().any(|(f, p, b)| *f == PerfForm::Relative
+            && p.max_depth == PerfParams::default().max_depth + 2
+            && *b));
+        assert_eq!(v.iter().filter(|(_, _, b)| *b).count(), 4);
     }
 }

@@ -38,8 +38,11 @@ Each answer is checked against scipy. One CSV row per precision and form, median
                - download_y_ms: the server's own time once the body is in,
                beside the device work still left then (equal to
                server_unread_ms for servers that upload x only once whole);
-  after_read_ms = server_ms - read_ms: all the server's time once the body is in
-               (like the other splits, a difference of the columns' medians);
+  after_read_ms = server_ms - read_ms: all the server's time once the body is in;
+               each split is the median of the calls' own differences (at
+               10M nonzeros on a 2-core VM read_ms and kernel_ms vary by
+               milliseconds from call to call, so a difference of the
+               columns' medians moved by +-0.5 ms, even below zero);
   client_over_ms = client_ms - server_ms: HTTP, the loopback and Python;
   loopback_ms  sending x's bytes and receiving y's over a loopback TCP
                connection to a thread of this script, measured in the same
@@ -240,15 +243,16 @@ def bench(client, mid, a, precision, form, calls, warmup):
     for k in ("server", "read", "device", "kernel", "upload_x", "upload_x_after", "download_y"):
         out[f"{k}_ms"] = med([r[1][k] for r in rows])
     out["in_place"] = sum(r[1]["in_place"] for r in rows) / max(len(rows), 1)
-    # Differences of medians, as server_over_ms and server_unread_ms below.
-    out["after_read_ms"] = out["server_ms"] - out["read_ms"]
-    out["server_after_ms"] = (out["after_read_ms"] - out["kernel_ms"] - out["upload_x_after_ms"]
-                              - out["download_y_ms"])
-    copies = out["kernel_ms"] + out["upload_x_ms"] + out["download_y_ms"]
-    out["over_device"] = out["client_ms"] / copies
-    out["server_over_ms"] = out["server_ms"] - copies
-    out["server_unread_ms"] = out["server_over_ms"] - out["read_ms"]
-    out["client_over_ms"] = out["client_ms"] - out["server_ms"]
+    # Each split is the median of the calls' own differences.
+    split = lambda f: med([f(r[0], r[1]) for r in rows])  # noqa: E731
+    copies = lambda t: t["kernel"] + t["upload_x"] + t["download_y"]  # noqa: E731
+    out["after_read_ms"] = split(lambda c, t: t["server"] - t["read"])
+    out["server_after_ms"] = split(
+        lambda c, t: t["server"] - t["read"] - t["kernel"] - t["upload_x_after"] - t["download_y"])
+    out["over_device"] = split(lambda c, t: c / copies(t))
+    out["server_over_ms"] = split(lambda c, t: t["server"] - copies(t))
+    out["server_unread_ms"] = split(lambda c, t: t["server"] - copies(t) - t["read"])
+    out["client_over_ms"] = split(lambda c, t: c - t["server"])
     width = 4 if precision == "f32" else 8
     out["loopback_ms"] = loopback_ms(width * a.shape[1], width * a.shape[0])
     out["loopback_x_ms"] = loopback_ms(width * a.shape[1], 1)

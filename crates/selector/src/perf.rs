@@ -303,10 +303,7 @@ pub fn fit_perf_with(
     let (y, level, base) = match form {
         PerfForm::Absolute => {
             let base = size_base.then(|| SizeBase::fit(&features, &x, &log));
-            let y = match &base {
-                Some(b) => x.iter().zip(&log).map(|(v, l)| l - b.at(v)).collect(),
-                None => log,
-            };
+            let y = SizeBase::left(base.as_ref(), &x, log);
             (y, None, base)
         }
         PerfForm::Relative => {
@@ -314,10 +311,7 @@ pub fn fit_perf_with(
             let n = matrix_columns(&features);
             let lx: Vec<Vec<f64>> = groups.iter().map(|g| x[g[0]][..n].to_vec()).collect();
             let base = size_base.then(|| SizeBase::fit(&features, &lx, &levels));
-            let rest: Vec<f64> = match &base {
-                Some(b) => lx.iter().zip(&levels).map(|(v, l)| l - b.at(v)).collect(),
-                None => levels.clone(),
-            };
+            let rest = SizeBase::left(base.as_ref(), &lx, levels.clone());
             let level = Boosted::fit(&lx, &rest, params.rounds, params.rate, grow);
             // The relative target: log time less the matrix's own measured
             // level, so that these trees learn only differences between plans.
@@ -497,7 +491,19 @@ impl SizeBase {
         t
     }
 
-    /// Checks the columns against `features` and resolves their positions.
+    /// What `base` leaves of the log times `y` of the rows `x`: `y` itself
+    /// without one.
+    fn left(base: Option<&SizeBase>, x: &[Vec<f64>], mut y: Vec<f64>) -> Vec<f64> {
+        if let Some(b) = base {
+            for (t, v) in y.iter_mut().zip(x) {
+                *t -= b.at(v);
+            }
+        }
+        y
+    }
+
+    /// Checks the coefficients, and the stored positions against where the
+    /// columns stand among `features`' matrix columns.
     fn validate(&self, features: &[String]) -> Result<(), String> {
         if self.coef.len() != self.columns.len() + 1 || self.coef.iter().any(|c| !c.is_finite()) {
             return Err(format!(
@@ -528,11 +534,11 @@ fn solve(mut a: Vec<Vec<f64>>) -> Option<Vec<f64>> {
             return None;
         }
         a.swap(c, p);
-        for r in 0..k {
+        let pivot = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != c {
-                let f = a[r][c] / a[c][c];
-                let pivot = a[c].clone();
-                for (x, pv) in a[r].iter_mut().zip(&pivot).skip(c) {
+                let f = row[c] / pivot[c];
+                for (x, pv) in row.iter_mut().zip(&pivot).skip(c) {
                     *x -= f * pv;
                 }
             }

@@ -44,6 +44,7 @@ impl EngineArgs {
             cache_dir,
             binary_staging: engine::BinaryStaging::default(),
             in_place_min_bytes: None,
+            shared_memory: engine::SharedMemory::default(),
         }
     }
 }

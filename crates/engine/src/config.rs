@@ -118,6 +118,28 @@ impl fmt::Display for BinaryStaging {
     }
 }
 
+impl std::str::FromStr for SharedMemory {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(SharedMemory::Auto),
+            "mapped" => Ok(SharedMemory::MappedBuffer),
+            _ => Err(EngineError::Config(format!(
+                "unknown shared-memory setting '{s}' (auto or mapped)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for SharedMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SharedMemory::Auto => "auto",
+            SharedMemory::MappedBuffer => "mapped",
+        })
+    }
+}
+
 /// How a built program reduces partial sums (see `kernels/prelude.cl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReductionPath {
@@ -192,8 +214,23 @@ pub struct EngineConfig {
     pub binary_staging: BinaryStaging,
     /// The fewest bytes of x and y together for which shared x and y are
     /// used in place ([`crate::Engine::shared_bytes`]); `None`:
-    /// [`crate::shared::IN_PLACE_MIN_BYTES`].
+    /// [`crate::shared::IN_PLACE_MIN_BYTES`], or
+    /// [`crate::shared::IN_PLACE_MIN_BYTES_SVM`] for SVM.
     pub in_place_min_bytes: Option<usize>,
+    /// What shared memory is made of.
+    pub shared_memory: SharedMemory,
+}
+
+/// What [`crate::Engine::shared_bytes`] allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SharedMemory {
+    /// Fine-grained buffer SVM where the device offers it (no map or unmap
+    /// around a call's launches), else mapped buffers (the default).
+    #[default]
+    Auto,
+    /// Always memory of ours under a `CL_MEM_USE_HOST_PTR` buffer, unmapped
+    /// for each call's launches and mapped again after.
+    MappedBuffer,
 }
 
 /// The usual program cache folder, for binaries to pass as

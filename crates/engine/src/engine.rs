@@ -12,6 +12,7 @@ use crate::kernels::{DeviceScalar, KernelParams, Precision};
 use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
 use crate::prepared::{build_steps, group_rows, launch_groups, LaunchMode, PreparedPlan};
+use crate::shared::Target;
 use ocl::enums::ProfilingInfo;
 use ocl::{Buffer, Context, Device, Event, Program, Queue};
 use sparse::{Binning, Csr, KernelId, Plan, Scheme};
@@ -27,15 +28,15 @@ pub use crate::timing::{TimeStats, TimingPolicy};
 /// (`None`: the matrix's own), each of the matrix's size.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Redirect<'a> {
-    pub(crate) x: Option<&'a ocl::core::Mem>,
-    pub(crate) y: Option<&'a ocl::core::Mem>,
+    pub(crate) x: Option<Target<'a>>,
+    pub(crate) y: Option<Target<'a>>,
 }
 
 impl<'a> Redirect<'a> {
     /// x alone pointed at `x`.
     pub(crate) fn x(x: &'a ocl::core::Mem) -> Redirect<'a> {
         Redirect {
-            x: Some(x),
+            x: Some(Target::Mem(x)),
             y: None,
         }
     }
@@ -161,6 +162,9 @@ pub struct Engine {
     binary_staging: crate::config::BinaryStaging,
     /// [`EngineConfig::in_place_min_bytes`], resolved.
     pub(crate) in_place_min_bytes: usize,
+    /// Whether shared memory ([`Engine::shared_bytes`]) is fine-grained
+    /// SVM: the device offers it and [`EngineConfig::shared_memory`] allows.
+    pub(crate) svm: bool,
 }
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
@@ -233,12 +237,17 @@ impl Engine {
             device.info(ocl::enums::DeviceInfo::EndianLittle),
             Ok(ocl::enums::DeviceInfoResult::EndianLittle(true))
         );
+        let svm = cfg.shared_memory == crate::config::SharedMemory::Auto
+            && crate::shared::fine_grain_svm(&device);
         Ok(Engine {
             little_endian,
             binary_staging: cfg.binary_staging,
-            in_place_min_bytes: cfg
-                .in_place_min_bytes
-                .unwrap_or(crate::shared::IN_PLACE_MIN_BYTES),
+            in_place_min_bytes: cfg.in_place_min_bytes.unwrap_or(if svm {
+                crate::shared::IN_PLACE_MIN_BYTES_SVM
+            } else {
+                crate::shared::IN_PLACE_MIN_BYTES
+            }),
+            svm,
             info,
             device,
             context,
@@ -800,8 +809,16 @@ impl Engine {
         let enqueued = (|| -> Result<(Vec<Event>, Option<Event>)> {
             if !pp.complete && m.nrows > 0 {
                 match to.y {
+                    // SVM is the host's during the call as well: zeroed here,
+                    // before the launches are enqueued.
+                    // SAFETY: `y` holds the matrix's `nrows` values of `T`,
+                    // and no command is using it (the queue was drained at
+                    // the end of the last call).
+                    Some(Target::Svm(y)) => unsafe {
+                        std::ptr::write_bytes(y.as_ptr(), 0, m.nrows * T::BYTES)
+                    },
                     // (`y` holds the matrix's `nrows` values of `T`.)
-                    Some(y) => ocl::core::enqueue_fill_buffer(
+                    Some(Target::Mem(y)) => ocl::core::enqueue_fill_buffer(
                         self.queue.as_core(),
                         y,
                         T::zero(),
@@ -822,7 +839,8 @@ impl Engine {
             if m.nrows > 0 {
                 let mut ev = Event::empty();
                 read_y(&mut ev)?;
-                down = Some(ev);
+                // (Empty when reading y enqueued nothing: SVM.)
+                down = (!ev.is_empty()).then_some(ev);
             }
             Ok((events, down))
         })();

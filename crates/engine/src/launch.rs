@@ -17,6 +17,7 @@
 //! ocl) was a tenth of preparing a one-kernel plan.
 
 use crate::error::{EngineError, Result};
+use crate::shared::Target;
 use ocl::core::{self, ArgVal};
 use ocl::{Buffer, Event, Program, Queue};
 use std::borrow::Cow;
@@ -171,8 +172,8 @@ impl Launch {
         &self,
         queue: &Queue,
         ev: &mut Event,
-        x: Option<(&core::Mem, &core::Mem)>,
-        y: Option<(&core::Mem, &core::Mem)>,
+        x: Option<(Target<'_>, &core::Mem)>,
+        y: Option<(Target<'_>, &core::Mem)>,
     ) -> Result<()> {
         let kernel = self
             .kernel
@@ -182,9 +183,7 @@ impl Launch {
         let moved = [(self.x_arg, x), (self.y_arg, y)].map(|(i, m)| Some((i?, m?)));
         let mut r = Ok(());
         for &(i, (other, _)) in moved.iter().flatten() {
-            r = r.and(
-                core::set_kernel_arg(kernel, i, ArgVal::mem(other)).map_err(EngineError::from),
-            );
+            r = r.and(other.set(kernel, i));
         }
         if r.is_ok() {
             r = self.enqueue(queue, ev);

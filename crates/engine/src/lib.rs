@@ -37,7 +37,7 @@ pub mod timing;
 pub use any::{AnyMatrix, AnyPlan, Values, XSource};
 pub use build::ProgramStats;
 pub use config::{
-    default_cache_dir, BinaryStaging, EngineConfig, ReductionPath, WarpShuffle,
+    default_cache_dir, BinaryStaging, EngineConfig, ReductionPath, SharedMemory, WarpShuffle,
     BINARY_PINNED_MAX_BYTES,
 };
 pub use device::{DeviceInfo, DEVICE_ENV};

@@ -10,7 +10,7 @@
 
 use engine::{
     registry, DeviceScalar, Engine, EngineConfig, EngineError, LaunchMode, ReductionPath,
-    WarpShuffle,
+    SharedMemory, WarpShuffle,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -963,17 +963,28 @@ fn the_wire_path_gives_the_bits_of_the_staged_path() {
     let mut cases = awkward_cases();
     cases.push(("mixed".into(), gen::mixed_lengths(1500, 33).unwrap()));
     // The device's default (direct on a CPU device, pinned for narrow x and
-    // y elsewhere; shared x and y in place from 1 MiB, so not these), then
-    // both ways forced and shared x and y always in place: the same bits of
-    // y through either.
-    let forced = [engine::BinaryStaging::Pinned, engine::BinaryStaging::Direct].map(|s| {
+    // y elsewhere; shared x and y in place at every size when they are SVM,
+    // from 1 MiB, so not these, when they are mapped buffers), then both
+    // ways forced and shared x and y always in place, SVM and mapped: the
+    // same bits of y through each.
+    // Shared memory is fine-grained SVM where the device has it (PoCL), so
+    // the last engine makes it mapped buffers.
+    let forced = [
+        (engine::BinaryStaging::Pinned, SharedMemory::Auto),
+        (engine::BinaryStaging::Direct, SharedMemory::Auto),
+        (engine::BinaryStaging::Direct, SharedMemory::MappedBuffer),
+    ]
+    .map(|(s, shared_memory)| {
         Engine::with_config(&EngineConfig {
             binary_staging: s,
             in_place_min_bytes: Some(0),
+            shared_memory,
             ..EngineConfig::default()
         })
         .unwrap()
     });
+    assert!(!forced[2].shared_is_svm());
+    eprintln!("shared memory is SVM: {}", forced[0].shared_is_svm());
     for e in std::iter::once(e).chain(&forced) {
         for (name, a) in &cases {
             both::<f32>(e, name, a);

@@ -233,10 +233,19 @@ pub struct Config {
     #[arg(long, env = "SPMV_HOST_POOLS", value_enum, default_value_t = HostPools::Auto)]
     pub host_pools: HostPools,
 
+    /// What shared host pools (`--host-pools`) are made of: auto (the
+    /// default: fine-grained SVM where the device offers it, as PoCL does,
+    /// which the kernels use with no command around them), mapped (memory
+    /// under a host-pointer buffer, unmapped for each call's kernels and
+    /// mapped again after: four more commands per call).
+    #[arg(long, env = "SPMV_SHARED_MEMORY", default_value = "auto")]
+    pub shared_memory: engine::SharedMemory,
+
     /// The fewest bytes of x and y together for which shared host pools
-    /// (`--host-pools`) are used in place; smaller ones are copied, which
-    /// is faster there (default 1048576: on PoCL four more commands cost
-    /// about 0.05 ms, more than copying 320 KB, less than 3.2 MB).
+    /// (`--host-pools`) are used in place; smaller ones are copied (default:
+    /// 0 for SVM, which needs no command of its own; 1048576 for mapped
+    /// buffers: on PoCL their four commands cost about 0.05 ms, more than
+    /// copying 320 KB, less than 3.2 MB).
     #[arg(long, env = "SPMV_IN_PLACE_MIN_BYTES")]
     pub in_place_min_bytes: Option<usize>,
 
@@ -361,6 +370,7 @@ impl Config {
             cache_dir,
             binary_staging: self.binary_staging,
             in_place_min_bytes: self.in_place_min_bytes,
+            shared_memory: self.shared_memory,
         }
     }
 
@@ -459,6 +469,16 @@ mod tests {
             engine::BinaryStaging::Pinned
         );
         assert!(Config::try_parse_from(["server", "--binary-staging", "mapped"]).is_err());
+        assert_eq!(
+            Config::defaults().engine_config().shared_memory,
+            engine::SharedMemory::Auto
+        );
+        let c = Config::parse_from(["server", "--shared-memory", "mapped"]);
+        assert_eq!(
+            c.engine_config().shared_memory,
+            engine::SharedMemory::MappedBuffer
+        );
+        assert!(Config::try_parse_from(["server", "--shared-memory", "svm"]).is_err());
         let narrow = engine::BINARY_PINNED_MAX_BYTES - 8;
         assert!(engine::BinaryStaging::Auto.pinned_for("gpu", narrow));
         assert!(!engine::BinaryStaging::Auto.pinned_for("gpu", narrow + 8));

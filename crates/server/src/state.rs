@@ -71,6 +71,7 @@ impl DeviceState {
                 };
                 let i = engine.info();
                 tracing::info!(device = %i.name, platform = %i.platform, kind = %i.kind,
+                    shared_memory = if engine.shared_is_svm() { "svm" } else { "mapped" },
                     copy_gbps = copy.as_ref().map(|c| c.gbps),
                     peak_copy_gbps = copy.as_ref().map(|c| c.peak_gbps), "OpenCL device ready");
                 DeviceState {

@@ -23,7 +23,9 @@
 //! which after an idle spell of milliseconds cost more than the rest of a
 //! request's own work (measured on PoCL at 10M nonzeros: 0.49-0.81 ms of the
 //! server's time beyond kernel and copies through the worker, -0.06-0.16 ms in
-//! place). The worker is woken afterwards to run its hook. A job in place
+//! place). The worker is woken afterwards to run its hook when the hook says
+//! it has work (a fault to recover from): a wake per request would be one
+//! more thread woken on the request's path for nothing. A job in place
 //! cannot be abandoned at its deadline: one that ends past it is discarded and
 //! answered as expired, as a job that outran its deadline on the worker is.
 //! A runtime with one thread (tests) always uses the worker.
@@ -130,6 +132,30 @@ pub struct DeviceQueue<C> {
     /// The context, set by the worker once built; whoever runs a job (the
     /// worker, or a caller in place) holds this lock meanwhile.
     ctx: Arc<Mutex<Option<C>>>,
+    /// Whether the hook has work after a job run in place ([`Hook::due`]).
+    hook_due: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// What the worker runs after each job, and when it must be woken for it.
+pub struct Hook<C> {
+    after: Box<dyn FnMut(&mut C) + Send>,
+    due: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
+impl<C> Hook<C> {
+    /// `after` runs on the worker after each of its jobs and on each
+    /// [`DeviceQueue::wake`]; after a job run in place the worker is woken
+    /// for it only when `due` says it has work (`after` must then find it
+    /// so, e.g. a flag set by the job).
+    pub fn new(
+        after: impl FnMut(&mut C) + Send + 'static,
+        due: impl Fn() -> bool + Send + Sync + 'static,
+    ) -> Hook<C> {
+        Hook {
+            after: Box::new(after),
+            due: Box::new(due),
+        }
+    }
 }
 
 /// A job not run in place, handed back with its permit.
@@ -154,7 +180,13 @@ impl<C: Send + 'static> DeviceQueue<C> {
         retry_after_s: u64,
         init: impl FnOnce() -> C + Send + 'static,
     ) -> Self {
-        Self::start_with(depth, retry_after_s, init, |_| {}, QueueCounters::default())
+        Self::start_with(
+            depth,
+            retry_after_s,
+            init,
+            Hook::new(|_| {}, || false),
+            QueueCounters::default(),
+        )
     }
 
     /// As [`DeviceQueue::start`], with a hook the worker runs after every job
@@ -163,9 +195,10 @@ impl<C: Send + 'static> DeviceQueue<C> {
         depth: usize,
         retry_after_s: u64,
         init: impl FnOnce() -> C + Send + 'static,
-        mut after: impl FnMut(&mut C) + Send + 'static,
+        hook: Hook<C>,
         counters: QueueCounters,
     ) -> Self {
+        let Hook { mut after, due } = hook;
         let (tx, rx) = mpsc::channel::<Job<C>>();
         let ctx = Arc::new(Mutex::new(None));
         let shared = ctx.clone();
@@ -199,6 +232,7 @@ impl<C: Send + 'static> DeviceQueue<C> {
             tx,
             counters,
             ctx,
+            hook_due: due,
         }
     }
 
@@ -340,8 +374,10 @@ impl<C: Send + 'static> DeviceQueue<C> {
             tokio::task::block_in_place(|| std::panic::catch_unwind(AssertUnwindSafe(|| f(ctx))));
         drop(held);
         drop(permit);
-        // The hook runs on the worker, off this request's path.
-        self.wake();
+        // The hook runs on the worker, off this request's path, when it has work.
+        if (self.hook_due)() {
+            self.wake();
+        }
         Ok(match r {
             Err(_) => InPlace::Panicked,
             Ok(_) if deadline.is_some_and(|d| Instant::now() >= d) => InPlace::Late,
@@ -518,9 +554,12 @@ mod tests {
             2,
             1,
             || (),
-            move |_| {
-                r2.fetch_add(1, Ordering::SeqCst);
-            },
+            Hook::new(
+                move |_| {
+                    r2.fetch_add(1, Ordering::SeqCst);
+                },
+                || false,
+            ),
             QueueCounters::default(),
         );
         q.run(|_| ()).await.unwrap();
@@ -536,17 +575,24 @@ mod tests {
         std::thread::current().name().unwrap_or("").to_string()
     }
 
-    /// A queue of `depth` whose hook counts its runs, idle once built.
-    async fn idle_queue(depth: usize) -> (DeviceQueue<u32>, Arc<std::sync::atomic::AtomicUsize>) {
+    /// A queue of `depth` whose hook counts its runs and says it has work
+    /// while `due` holds, idle once built.
+    async fn idle_queue_due(
+        depth: usize,
+        due: Arc<std::sync::atomic::AtomicBool>,
+    ) -> (DeviceQueue<u32>, Arc<std::sync::atomic::AtomicUsize>) {
         let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let r2 = runs.clone();
         let q = DeviceQueue::start_with(
             depth,
             1,
             || 7u32,
-            move |_| {
-                r2.fetch_add(1, Ordering::SeqCst);
-            },
+            Hook::new(
+                move |_| {
+                    r2.fetch_add(1, Ordering::SeqCst);
+                },
+                move || due.load(Ordering::SeqCst),
+            ),
             QueueCounters::default(),
         );
         // The first job may find the context not built yet and go to the
@@ -556,29 +602,64 @@ mod tests {
         (q, runs)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_idle_device_runs_the_job_in_place_and_the_worker_its_hook() {
-        let (q, runs) = idle_queue(2).await;
-        // (A loaded machine may leave the worker in its hook a while: the
-        // job then goes to the worker, as it should, and is tried again.)
+    /// A queue of `depth` whose hook counts its runs and always has work.
+    async fn idle_queue(depth: usize) -> (DeviceQueue<u32>, Arc<std::sync::atomic::AtomicUsize>) {
+        idle_queue_due(depth, Arc::new(std::sync::atomic::AtomicBool::new(true))).await
+    }
+
+    /// Runs a job on `q` until one runs in place (a loaded machine may leave
+    /// the worker in its hook a while: the job then goes to the worker, as
+    /// it should, and is tried again); the hook's runs before that job.
+    async fn run_in_place_once(
+        q: &DeviceQueue<u32>,
+        runs: &std::sync::atomic::AtomicUsize,
+    ) -> usize {
         let mut tries = 0;
-        let before = loop {
+        loop {
             let before = runs.load(Ordering::SeqCst);
             let (ctx, name) = q.run(|c| (*c, thread_name())).await.unwrap();
             assert_eq!(ctx, 7);
             if name != "device-worker" {
-                break before;
+                return before;
             }
             tries += 1;
             assert!(tries < 50, "the idle device's jobs all went to the worker");
             tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_device_runs_the_job_in_place_and_the_worker_its_hook() {
+        let (q, runs) = idle_queue(2).await;
+        let before = run_in_place_once(&q, &runs).await;
         let t = Instant::now();
         while runs.load(Ordering::SeqCst) == before {
             assert!(t.elapsed() < Duration::from_secs(5), "the hook never ran");
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert_eq!(q.in_flight(), 0);
+    }
+
+    /// After a job in place the worker is woken for its hook only when the
+    /// hook has work.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_in_place_wakes_the_worker_only_when_its_hook_has_work() {
+        let due = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (q, runs) = idle_queue_due(2, due.clone()).await;
+        let before = run_in_place_once(&q, &runs).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            before,
+            "woken with nothing to do"
+        );
+        due.store(true, Ordering::SeqCst);
+        let before = run_in_place_once(&q, &runs).await;
+        let t = Instant::now();
+        while runs.load(Ordering::SeqCst) == before {
+            assert!(t.elapsed() < Duration::from_secs(5), "the hook never ran");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -257,6 +257,12 @@ impl DeviceSlot {
         true
     }
 
+    /// Whether a rebuild waits for [`DeviceSlot::recover`] (a fault was
+    /// seen, or a retry's time came).
+    pub fn recovery_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
     /// Runs on the device worker after each job: when a rebuild is pending,
     /// reopens the device, retrying with backoff (blocking the worker, which
     /// has nothing else it may run meanwhile).

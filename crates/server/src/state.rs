@@ -544,12 +544,15 @@ impl AppState {
             },
             metrics.recovery_counters(),
         ));
-        let worker_slot = slot.clone();
+        let (worker_slot, due_slot) = (slot.clone(), slot.clone());
         let queue = DeviceQueue::start_with(
             config.queue_depth,
             config.retry_after_s,
             || (),
-            move |_| worker_slot.recover(),
+            crate::queue::Hook::new(
+                move |_| worker_slot.recover(),
+                move || due_slot.recovery_pending(),
+            ),
             metrics.job_counters(),
         );
         // The slot holds the engine from now on: this copy must not keep a

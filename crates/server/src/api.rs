@@ -385,6 +385,13 @@ pub struct DeviceUp {
     pub generation: u64,
     /// Copy bandwidth measured at start (null when not measured).
     pub copy_bandwidth: Option<CopyBandwidth>,
+    /// What shared host pools (`--host-pools shared`, the default on a CPU
+    /// device) are made of: `svm` (fine-grained SVM, used with no map or
+    /// unmap) or `mapped` (a host-pointer buffer, unmapped for each call).
+    pub shared_memory: &'static str,
+    /// The fewest bytes of x and y together for which shared pools are
+    /// used in place (smaller ones are copied).
+    pub in_place_min_bytes: u64,
 }
 
 /// No OpenCL device.

@@ -43,6 +43,10 @@ pub struct DeviceState {
     pub launch_ms: Option<f64>,
     /// Why there is no device, when there is none.
     pub unavailable: Option<String>,
+    /// What shared host pools are made of (`svm` or `mapped`) and from how
+    /// many bytes of x and y together they are used in place; `None`
+    /// without a device.
+    pub shared: Option<(&'static str, usize)>,
 }
 
 impl DeviceState {
@@ -72,14 +76,24 @@ impl DeviceState {
                 let i = engine.info();
                 tracing::info!(device = %i.name, platform = %i.platform, kind = %i.kind,
                     shared_memory = if engine.shared_is_svm() { "svm" } else { "mapped" },
+                    in_place_min_bytes = engine.in_place_min_bytes(),
                     copy_gbps = copy.as_ref().map(|c| c.gbps),
                     peak_copy_gbps = copy.as_ref().map(|c| c.peak_gbps), "OpenCL device ready");
+                let shared = Some((
+                    if engine.shared_is_svm() {
+                        "svm"
+                    } else {
+                        "mapped"
+                    },
+                    engine.in_place_min_bytes(),
+                ));
                 DeviceState {
                     info: Some(engine.info().clone()),
                     engine: Some(Arc::new(engine)),
                     copy,
                     launch_ms,
                     unavailable: None,
+                    shared,
                 }
             }
             Err(e) => {
@@ -97,6 +111,7 @@ impl DeviceState {
             copy: None,
             launch_ms: None,
             unavailable: Some(reason.into()),
+            shared: None,
         }
     }
 

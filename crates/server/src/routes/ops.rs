@@ -98,6 +98,8 @@ pub async fn device(State(s): State<AppState>) -> Json<api::DeviceReport> {
                 peak_gbps: c.peak_gbps,
                 min_ms: c.min_ms,
             }),
+            shared_memory: d.shared.map_or("mapped", |(kind, _)| kind),
+            in_place_min_bytes: d.shared.map_or(0, |(_, min)| min as u64),
         })),
         None => api::DeviceReport::Down(api::DeviceDown {
             available: false,

@@ -189,7 +189,7 @@ impl Launch {
             r = self.enqueue(queue, ev);
         }
         for &(i, (_, home)) in moved.iter().flatten() {
-            core::set_kernel_arg(kernel, i, ArgVal::mem(home))?;
+            Target::Mem(home).set(kernel, i)?;
         }
         r
     }

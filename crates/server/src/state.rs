@@ -74,19 +74,16 @@ impl DeviceState {
                     }
                 };
                 let i = engine.info();
+                let shared_memory = if engine.shared_is_svm() {
+                    "svm"
+                } else {
+                    "mapped"
+                };
                 tracing::info!(device = %i.name, platform = %i.platform, kind = %i.kind,
-                    shared_memory = if engine.shared_is_svm() { "svm" } else { "mapped" },
-                    in_place_min_bytes = engine.in_place_min_bytes(),
+                    shared_memory, in_place_min_bytes = engine.in_place_min_bytes(),
                     copy_gbps = copy.as_ref().map(|c| c.gbps),
                     peak_copy_gbps = copy.as_ref().map(|c| c.peak_gbps), "OpenCL device ready");
-                let shared = Some((
-                    if engine.shared_is_svm() {
-                        "svm"
-                    } else {
-                        "mapped"
-                    },
-                    engine.in_place_min_bytes(),
-                ));
+                let shared = Some((shared_memory, engine.in_place_min_bytes()));
                 DeviceState {
                     info: Some(engine.info().clone()),
                     engine: Some(Arc::new(engine)),

@@ -164,7 +164,7 @@ pub struct Ready {
     /// The precision.
     pub precision: Precision,
     /// The plan and the selector that chose it.
-    pub planned: Planned,
+    pub planned: Arc<Planned>,
     /// Device buffers and prepared launches.
     pub buffers: DeviceBuffers,
     /// The generation of the engine they belong to (see [`DeviceSlot`]).
@@ -998,7 +998,7 @@ impl AppState {
         let predicted = self.observe_tuning(m, p, &planned, model_ms);
         let ready = Arc::new(Ready {
             precision: p,
-            planned,
+            planned: Arc::new(planned),
             buffers,
             generation,
             device_bytes: dev_bytes,

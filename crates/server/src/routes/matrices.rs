@@ -87,7 +87,7 @@ pub async fn upload(r: Incoming) -> Result<Response, ApiError> {
         Some(r) => r.planned.clone(),
         None => {
             let (s2, m2) = (s.clone(), m.clone());
-            blocking(move || Ok(s2.plan(&m2, p, false))).await?
+            Arc::new(blocking(move || Ok(s2.plan(&m2, p, false))).await?)
         }
     };
     s.log_request(record(
@@ -107,9 +107,9 @@ pub async fn upload(r: Incoming) -> Result<Response, ApiError> {
         matrix: MatrixSummary::of(&m),
         precision: p,
         plan: PlanView::of(&planned.plan, &planned.binning),
-        model: planned.model,
-        planning: planned.planning,
-        tuning: planned.tuning,
+        model: planned.model.clone(),
+        planning: planned.planning.clone(),
+        tuning: planned.tuning.clone(),
         // A copy cached here whose row another replica deleted is a new upload.
         already_uploaded: existed && !created && added != Some(true),
         on_device: ready.is_some(),

@@ -60,7 +60,7 @@ async fn execute_cached(
     p: Precision,
     x: &Arc<XIn>,
     bytes_y: bool,
-) -> Result<(Planned, Executed, Option<f64>), ApiError> {
+) -> Result<(Arc<Planned>, Executed, Option<f64>), ApiError> {
     let mut retried = false;
     loop {
         let (ready, created) = s.ensure_ready(m, p).await?;
@@ -303,10 +303,10 @@ async fn execute_once(
     p: Precision,
     x: &Arc<XIn>,
     bytes_y: bool,
-) -> Result<(Planned, Executed, Option<f64>), ApiError> {
+) -> Result<(Arc<Planned>, Executed, Option<f64>), ApiError> {
     let t = Instant::now();
     let (s2, m2) = (s.clone(), m.clone());
-    let planned = blocking(move || Ok(s2.plan(&m2, p, false))).await?;
+    let planned = Arc::new(blocking(move || Ok(s2.plan(&m2, p, false))).await?);
     let (m2, x2, pl2) = (m.clone(), x.clone(), planned.clone());
     let exec: Executed = s
         .on_device(move |e| {
@@ -342,7 +342,7 @@ struct SpmvDone {
     m: Arc<StoredMatrix>,
     cached: bool,
     p: Precision,
-    planned: Planned,
+    planned: Arc<Planned>,
     timings: engine::Timings,
     launches: usize,
     setup_ms: Option<f64>,

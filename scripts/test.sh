@@ -22,4 +22,6 @@ cargo build --release -p server
 python3 -c 'import numpy, scipy, requests' 2>/dev/null ||
   python3 -m pip install -q numpy scipy requests
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
-python3 -m pytest -q clients/python/tests
+# bench/: the benchmark scripts' parts that need no GPU (their figures come
+# from runs elsewhere; these check the parsing and joining behind them).
+python3 -m pytest -q clients/python/tests bench

@@ -49,6 +49,13 @@ pub struct Args {
     /// Models folder (default: env SPMV_MODELS_DIR, else `models/` found from here).
     #[arg(long, env = "SPMV_MODELS_DIR")]
     pub models_dir: Option<PathBuf>,
+    /// A model file to use for its precision instead of the folder's match for
+    /// this device (repeatable, one per precision): for timing another
+    /// device's model on this host, e.g. the GPU's models, whose plans this
+    /// host's analysis cost is then measured for. The SpMV time is still
+    /// this device's, so pair the host times with that device's own.
+    #[arg(long = "model")]
+    pub models: Vec<PathBuf>,
     /// OpenCL device (platform or device name substring); default the best device.
     #[arg(long, env = "SPMV_DEVICE")]
     pub device: Option<String>,
@@ -205,9 +212,18 @@ pub fn run(args: Args) -> Result<()> {
     let engine = Engine::with_config(&args.engine.config(args.device.as_deref()))?;
     let device = identity(engine.info());
     let dir = args.models_dir.clone().unwrap_or_else(default_models_dir);
+    let mut forced = BTreeMap::new();
+    for path in &args.models {
+        let m = selector::Model::load(path)
+            .with_context(|| format!("loading model {}", path.display()))?;
+        if forced.insert(m.card.precision.clone(), path).is_some() {
+            bail!("two --model files for {}", m.card.precision);
+        }
+    }
     let mut selectors = Vec::new();
     for p in args.precision.to_vec() {
-        let (sel, note) = choose_selector(None, &dir, Some(&device), p.name())?;
+        let model = forced.get(p.name()).map(|p| p.as_path());
+        let (sel, note) = choose_selector(model, &dir, Some(&device), p.name())?;
         eprintln!("# {}: {note}", p.name());
         selectors.push((p, sel));
     }

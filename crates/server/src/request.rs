@@ -70,8 +70,9 @@ impl SpmvJson {
 
 /// Where the matrix of an /spmv request comes from.
 pub enum Source {
-    /// Given in the request.
-    Inline(Csr<f64>),
+    /// Given in the request (boxed: a matrix carries its row and column
+    /// facts inline, a few hundred bytes beside the other variants).
+    Inline(Box<Csr<f64>>),
     /// Uploaded before with POST /matrices.
     Id(String),
     /// Uploaded, already looked up and on the device before x was received
@@ -137,7 +138,7 @@ fn assemble(
                 "give either an inline matrix or a matrix_id, not both".into(),
             ))
         }
-        (Some(a), None) => Source::Inline(a),
+        (Some(a), None) => Source::Inline(Box::new(a)),
         (None, Some(id)) => Source::Id(id),
         (None, None) => {
             return Err(ApiError::Unprocessable(

@@ -1,5 +1,6 @@
 //! The compressed sparse row matrix type, validated once at construction.
 
+use crate::features::RowFacts;
 use crate::locality::{scan_columns, ColumnFacts};
 use crate::{RowPtr, Scalar, SparseError};
 
@@ -21,8 +22,10 @@ pub const MAX_DIM: usize = i32::MAX as usize;
 /// Explicit zeros are kept (they are stored entries, as in the Matrix Market file).
 ///
 /// The matrix also keeps its [`ColumnFacts`] (band and sampled column
-/// distances), gathered in the pass that validates the column indices; the
-/// arrays cannot be changed in place, so they always describe the pattern.
+/// distances) and [`RowFacts`] (row-length statistics and histogram),
+/// gathered in the pass that validates the column indices, so that its
+/// features cost no pass of their own; the arrays cannot be changed in
+/// place, so the facts always describe the pattern.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Csr<T> {
     nrows: usize,
@@ -31,6 +34,7 @@ pub struct Csr<T> {
     col_idx: Vec<u32>,
     values: Vec<T>,
     columns: ColumnFacts,
+    lengths: RowFacts,
 }
 
 fn check_dim(what: &'static str, value: usize) -> Result<(), SparseError> {
@@ -90,7 +94,7 @@ impl<T: Scalar> Csr<T> {
                 nnz: col_idx.len(),
             });
         }
-        let (sorted, columns) = scan_columns(nrows, ncols, &row_ptr, &col_idx)?;
+        let (sorted, columns, lengths) = scan_columns(nrows, ncols, &row_ptr, &col_idx)?;
         let mut m = Csr {
             nrows,
             ncols,
@@ -98,6 +102,7 @@ impl<T: Scalar> Csr<T> {
             col_idx,
             values,
             columns,
+            lengths,
         };
         if !sorted {
             m.canonicalize()?;
@@ -163,6 +168,7 @@ impl<T: Scalar> Csr<T> {
             col_idx,
             values,
             columns: ColumnFacts::default(),
+            lengths: RowFacts::ZERO,
         };
         m.canonicalize()?;
         Ok(m)
@@ -205,7 +211,8 @@ impl<T: Scalar> Csr<T> {
         self.col_idx.truncate(out);
         self.values.truncate(out);
         // Summed duplicates change the distances and the sample: scan again.
-        (_, self.columns) = scan_columns(self.nrows, self.ncols, &self.row_ptr, &self.col_idx)?;
+        (_, self.columns, self.lengths) =
+            scan_columns(self.nrows, self.ncols, &self.row_ptr, &self.col_idx)?;
         Ok(())
     }
 
@@ -258,6 +265,10 @@ impl<T: Scalar> Csr<T> {
     pub fn column_facts(&self) -> ColumnFacts {
         self.columns
     }
+    /// Row-length statistics and histogram, gathered when the matrix was built.
+    pub fn row_facts(&self) -> RowFacts {
+        self.lengths
+    }
     /// Number of stored entries of row `r`.
     pub fn row_len(&self, r: usize) -> usize {
         (self.row_ptr[r + 1] - self.row_ptr[r]) as usize
@@ -291,6 +302,7 @@ impl<T: Scalar> Csr<T> {
                 .map(|v| U::from_f64(v.to_f64()))
                 .collect(),
             columns: self.columns,
+            lengths: self.lengths,
         }
     }
 

@@ -78,15 +78,6 @@ pub struct Features {
     pub values: Vec<f64>,
 }
 
-/// Rows from which [`Features::of`] spreads its blocks over a pool of two
-/// threads (more threads start sooner, see `crate::threads`). Measured on a
-/// 2-core machine with the pool asleep, as a first call finds it: the pass
-/// costs 0.12-0.4 ns a row and waking the pool 20-60 us, so on the cheapest
-/// rows threads pay from about 2^18 rows on an idle machine and not at all on
-/// a busy one (its second core is taken); 2^20 rows (0.12-0.4 ms of work) keeps
-/// what they save when idle without losing much when busy.
-const PARALLEL_ROWS: usize = 1 << 20;
-
 /// Rows plus column indices read from which [`Features::of_pattern`] (which
 /// reads each row's first and last entry, and a sample of all) spreads its
 /// blocks over a pool of two threads (about 0.2 ms of work).
@@ -98,46 +89,120 @@ const PARALLEL_PATTERN: usize = 1 << 18;
 /// sample.
 const BLOCK: usize = SAMPLE_BLOCK;
 
-/// What one block of rows contributes to the features: one pass over rows
-/// gives length statistics, the histogram and column locality.
-#[derive(Clone, Copy)]
-struct Acc {
-    min: usize,
-    max: usize,
-    sumsq: u128,
-    empty: usize,
-    long_nnz: usize,
-    dist: f64,
-    dist_nnz: usize,
-    band: u64,
-    hist: [usize; HIST_BUCKETS],
+/// Row-length facts of a pattern: the part of the feature vector that needs
+/// every row pointer read (length statistics and the histogram). A
+/// [`crate::Csr`] gathers them in the pass that validates it, over each block
+/// of rows while its pointers are in the cache, and keeps them beside its
+/// [`ColumnFacts`], so that [`Features::of`] reads no array at all.
+///
+/// Every field is an exact integer, merged by sum, minimum or maximum, so the
+/// facts do not depend on how the rows were split among threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowFacts {
+    /// Shortest row (`usize::MAX` without rows).
+    pub min: usize,
+    /// Longest row (0 without rows).
+    pub max: usize,
+    /// Sum of squared row lengths.
+    pub sumsq: u128,
+    /// Rows without entries.
+    pub empty: usize,
+    /// Entries of the rows longer than [`RowFacts::long_len`].
+    pub long_nnz: usize,
+    /// Rows per [`hist_bucket`].
+    pub hist: [usize; HIST_BUCKETS],
 }
 
-impl Acc {
-    const ZERO: Acc = Acc {
+impl Default for RowFacts {
+    fn default() -> Self {
+        RowFacts::ZERO
+    }
+}
+
+impl RowFacts {
+    /// The facts of no rows, the identity of [`RowFacts::merge`].
+    pub const ZERO: RowFacts = RowFacts {
         min: usize::MAX,
         max: 0,
         sumsq: 0,
         empty: 0,
         long_nnz: 0,
-        dist: 0.0,
-        dist_nnz: 0,
-        band: 0,
         hist: [0; HIST_BUCKETS],
     };
 
-    fn merge(mut self, b: Acc) -> Acc {
+    /// Rows longer than this count as long: 4x the mean row length, floored.
+    pub fn long_len(nrows: usize, nnz: usize) -> usize {
+        let mean = nnz as f64 / nrows.max(1) as f64;
+        (4.0 * mean).floor() as usize
+    }
+
+    /// The facts of the rows whose pointers are `rp` (one more than the
+    /// rows), rows longer than `long_len` counted as long: a few vectorised
+    /// loops over the pointers, meant for a block that fits the L1 cache.
+    #[inline(always)]
+    pub(crate) fn of_rows(rp: &[u32], long_len: usize) -> RowFacts {
+        let mut f = RowFacts::ZERO;
+        length_stats(rp, long_len, &mut f);
+        histogram(rp, (f.min, f.max), &mut f.hist);
+        f
+    }
+
+    /// The facts of two disjoint sets of rows together.
+    pub(crate) fn merge(mut self, b: RowFacts) -> RowFacts {
         self.min = self.min.min(b.min);
         self.max = self.max.max(b.max);
         self.sumsq += b.sumsq;
         self.empty += b.empty;
         self.long_nnz += b.long_nnz;
-        self.dist += b.dist;
-        self.dist_nnz += b.dist_nnz;
-        self.band = self.band.max(b.band);
         for i in 0..HIST_BUCKETS {
             self.hist[i] += b.hist[i];
         }
+        self
+    }
+
+    /// The facts of a valid row pointer computed row by row in the plainest
+    /// way (the reference the constructor's fused pass is held to).
+    pub fn of_pattern(row_ptr: &[u32]) -> RowFacts {
+        let nrows = row_ptr.len().saturating_sub(1);
+        let nnz = row_ptr.last().copied().unwrap_or(0) as usize;
+        let long_len = RowFacts::long_len(nrows, nnz);
+        let mut f = RowFacts::ZERO;
+        for w in row_ptr.windows(2) {
+            let len = (w[1] - w[0]) as usize;
+            f.min = f.min.min(len);
+            f.max = f.max.max(len);
+            f.sumsq += (len as u128) * (len as u128);
+            f.empty += usize::from(len == 0);
+            f.long_nnz += if len > long_len { len } else { 0 };
+            f.hist[hist_bucket(len)] += 1;
+        }
+        f
+    }
+}
+
+/// What one block of rows contributes to the features: one pass over rows
+/// gives length statistics, the histogram and column locality.
+#[derive(Clone, Copy)]
+struct Acc {
+    rows: RowFacts,
+    dist: f64,
+    dist_nnz: usize,
+    band: u64,
+}
+
+impl Acc {
+    const ZERO: Acc = Acc {
+        rows: RowFacts::ZERO,
+        dist: 0.0,
+        dist_nnz: 0,
+        band: 0,
+    };
+
+    fn merge(mut self, b: Acc) -> Acc {
+        self.rows = self.rows.merge(b.rows);
+        self.dist += b.dist;
+        self.dist_nnz += b.dist_nnz;
+        self.band = self.band.max(b.band);
         self
     }
 
@@ -145,12 +210,13 @@ impl Acc {
     fn values(&self, nrows: usize, ncols: usize, nnz: usize) -> Vec<f64> {
         let m = nrows.max(1) as f64;
         let mean = nnz as f64 / m;
-        let min = if nrows == 0 { 0 } else { self.min };
+        let r = &self.rows;
+        let min = if nrows == 0 { 0 } else { r.min };
         // Population variance from exact integer sums: E[len^2] - mean^2.
         let var = if nrows == 0 {
             0.0
         } else {
-            (self.sumsq as f64 / nrows as f64 - mean * mean).max(0.0)
+            (r.sumsq as f64 / nrows as f64 - mean * mean).max(0.0)
         };
         let n = ncols.max(1) as f64;
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
@@ -161,17 +227,17 @@ impl Acc {
             mean,
             var,
             min as f64,
-            self.max as f64,
+            r.max as f64,
             ratio(var.sqrt(), mean),
-            ratio(self.max as f64, mean),
-            self.empty as f64,
-            self.empty as f64 / m,
-            ratio(self.long_nnz as f64, nnz as f64),
+            ratio(r.max as f64, mean),
+            r.empty as f64,
+            r.empty as f64 / m,
+            ratio(r.long_nnz as f64, nnz as f64),
             ratio(self.dist, self.dist_nnz as f64) / n,
             self.band as f64 / n,
             nnz as f64 / (m * n),
         ];
-        v.extend(self.hist.iter().map(|&h| h as f64 / m));
+        v.extend(r.hist.iter().map(|&h| h as f64 / m));
         v
     }
 }
@@ -187,27 +253,17 @@ struct RowPass<'a> {
     /// the matrix is large (about 2^19 entries read at most), so that the
     /// analysis stays well under the cost of one SpMV; everything else is exact.
     stride: usize,
-    /// The column facts when the matrix already has them: then the pass
-    /// reads the row pointer only.
-    columns: Option<ColumnFacts>,
 }
 
 impl<'a> RowPass<'a> {
-    fn new(
-        nrows: usize,
-        row_ptr: &'a [u32],
-        col_idx: &'a [u32],
-        columns: Option<ColumnFacts>,
-    ) -> Self {
+    fn new(nrows: usize, row_ptr: &'a [u32], col_idx: &'a [u32]) -> Self {
         let nnz = col_idx.len();
-        let mean = nnz as f64 / nrows.max(1) as f64;
         RowPass {
             nrows,
             row_ptr,
             col_idx,
-            long_len: (4.0 * mean).floor() as usize,
+            long_len: RowFacts::long_len(nrows, nnz),
             stride: sample_stride(nrows, nnz),
-            columns,
         }
     }
 
@@ -238,11 +294,8 @@ impl<'a> RowPass<'a> {
         let hi = ((b + 1) * BLOCK).min(self.nrows);
         let rp = &self.row_ptr[lo..=hi];
         let mut a = Acc::ZERO;
-        length_stats(rp, self.long_len, &mut a);
-        histogram(rp, (a.min, a.max), &mut a.hist);
-        if self.columns.is_some() {
-            // Known from the matrix: filled in once, after the blocks.
-        } else if b.is_multiple_of(self.stride) {
+        a.rows = RowFacts::of_rows(rp, self.long_len);
+        if b.is_multiple_of(self.stride) {
             // Every entry is read: the band is the largest distance.
             let (sum, far) = self.distance(lo, rp);
             a.band = far;
@@ -333,7 +386,7 @@ const STATS_CHUNK: usize = 1024;
 /// pointers are `rp`: per chunk of [`STATS_CHUNK`] rows one loop of plain
 /// reductions, which the compiler vectorises.
 #[inline(always)]
-fn length_stats(rp: &[u32], long_len: usize, a: &mut Acc) {
+fn length_stats(rp: &[u32], long_len: usize, a: &mut RowFacts) {
     // A length above u32::MAX cannot exist, so the clamp changes no comparison.
     let long_len = long_len.min(u32::MAX as usize) as u32;
     let nrows = rp.len().saturating_sub(1);
@@ -494,33 +547,53 @@ fn count_at_least<const K: usize>(rp: &[u32], bounds: &[u32], counts: &mut [u32]
 }
 
 impl Features {
-    /// Computes the features of a matrix (its pattern only; values are not
-    /// read). The column facts come from the matrix, gathered when it was
-    /// built, so this pass reads the row pointer only.
+    /// The features of a matrix, from the [`RowFacts`] and [`ColumnFacts`]
+    /// its constructor gathered while validating it: no array is read, so
+    /// the cost does not grow with the matrix (the same values as
+    /// [`Features::of_pattern`], bit for bit).
     pub fn of<T: Scalar>(a: &Csr<T>) -> Self {
-        let facts = a.column_facts();
-        let parallel = crate::threads::worth_threads(a.nrows(), PARALLEL_ROWS);
-        let (rp, ci) = (a.row_ptr(), a.col_idx());
-        Self::of_pattern_on(a.nrows(), a.ncols(), (rp, ci, Some(facts)), parallel)
+        Self::of_facts(
+            (a.nrows(), a.ncols(), a.nnz()),
+            a.row_facts(),
+            a.column_facts(),
+        )
     }
 
-    /// Computes the features from the CSR pattern arrays (the same values as
-    /// [`Features::of`], the column indices read here).
+    /// The features of a pattern of `(rows, cols, nnz)` from its facts.
+    pub fn of_facts(
+        (nrows, ncols, nnz): (usize, usize, usize),
+        rows: RowFacts,
+        columns: ColumnFacts,
+    ) -> Self {
+        let acc = Acc {
+            rows,
+            // Exact integers below 2^53 (as the blocks' sums are), so the
+            // same value as the blocks' partial sums added in any order.
+            dist: columns.dist_sum as f64,
+            dist_nnz: columns.dist_nnz as usize,
+            band: columns.band,
+        };
+        let v = acc.values(nrows, ncols, nnz);
+        debug_assert_eq!(v.len(), FEATURE_NAMES.len());
+        Features { values: v }
+    }
+
+    /// Computes the features from the CSR pattern arrays in one pass over
+    /// them (the same values as [`Features::of`], which reads no array).
     pub fn of_pattern(nrows: usize, ncols: usize, row_ptr: &[u32], col_idx: &[u32]) -> Self {
         let work = nrows + col_idx.len().min(1 << 19);
         let parallel = crate::threads::worth_threads(work, PARALLEL_PATTERN);
-        Self::of_pattern_on(nrows, ncols, (row_ptr, col_idx, None), parallel)
+        Self::of_pattern_on(nrows, ncols, (row_ptr, col_idx), parallel)
     }
 
-    /// [`Features::of_pattern`] on the thread pool or on this thread, the
-    /// column facts read from the pattern unless given.
+    /// [`Features::of_pattern`] on the thread pool or on this thread.
     fn of_pattern_on(
         nrows: usize,
         ncols: usize,
-        (row_ptr, col_idx, columns): (&[u32], &[u32], Option<ColumnFacts>),
+        (row_ptr, col_idx): (&[u32], &[u32]),
         parallel: bool,
     ) -> Self {
-        let pass = RowPass::new(nrows, row_ptr, col_idx, columns);
+        let pass = RowPass::new(nrows, row_ptr, col_idx);
         let nblocks = nrows.div_ceil(BLOCK);
         // A small matrix is read on this thread: waking the thread pool costs
         // more than the pass (tens of microseconds, much more on a busy
@@ -535,14 +608,6 @@ impl Features {
                 .map(|b| pass.block(b))
                 .reduce(|| Acc::ZERO, Acc::merge)
         };
-        let mut acc = acc;
-        if let Some(f) = columns {
-            // Exact integers below 2^53 (as the blocks' sums are), so the
-            // same value as the blocks' partial sums added in any order.
-            acc.band = f.band;
-            acc.dist = f.dist_sum as f64;
-            acc.dist_nnz = f.dist_nnz as usize;
-        }
         let v = acc.values(nrows, ncols, col_idx.len());
         debug_assert_eq!(v.len(), FEATURE_NAMES.len());
         Features { values: v }
@@ -591,8 +656,8 @@ mod tests {
             ci.extend(cols);
             rp.push(ci.len() as u32);
         }
-        let par = Features::of_pattern_on(n, n, (&rp, &ci, None), true);
-        let seq = Features::of_pattern_on(n, n, (&rp, &ci, None), false);
+        let par = Features::of_pattern_on(n, n, (&rp, &ci), true);
+        let seq = Features::of_pattern_on(n, n, (&rp, &ci), false);
         assert_eq!(par, seq);
         assert_eq!(par, Features::of_pattern(n, n, &rp, &ci));
     }
@@ -600,18 +665,18 @@ mod tests {
     /// The features computed row by row in the plainest way (the sampling
     /// rule of [`RowPass`] included), to hold the blocked, vectorised pass to.
     fn plain(nrows: usize, ncols: usize, rp: &[u32], ci: &[u32]) -> Vec<f64> {
-        let pass = RowPass::new(nrows, rp, ci, None);
+        let pass = RowPass::new(nrows, rp, ci);
         let mut a = Acc::ZERO;
         let mut sq = 0u128;
         for r in 0..nrows {
             let (s, e) = (rp[r] as usize, rp[r + 1] as usize);
             let len = e - s;
-            a.min = a.min.min(len);
-            a.max = a.max.max(len);
+            a.rows.min = a.rows.min.min(len);
+            a.rows.max = a.rows.max.max(len);
             sq += (len * len) as u128;
-            a.empty += usize::from(len == 0);
-            a.long_nnz += if len > pass.long_len { len } else { 0 };
-            a.hist[hist_bucket(len)] += 1;
+            a.rows.empty += usize::from(len == 0);
+            a.rows.long_nnz += if len > pass.long_len { len } else { 0 };
+            a.rows.hist[hist_bucket(len)] += 1;
             for &c in &ci[s..e] {
                 let d = (c as i64 - r as i64).unsigned_abs();
                 a.band = a.band.max(d);
@@ -621,7 +686,7 @@ mod tests {
                 }
             }
         }
-        a.sumsq = sq;
+        a.rows.sumsq = sq;
         a.values(nrows, ncols, ci.len())
     }
 
@@ -655,7 +720,7 @@ mod tests {
             }
             let want = plain(n, n, &rp, &ci);
             for parallel in [false, true] {
-                let got = Features::of_pattern_on(n, n, (&rp, &ci, None), parallel);
+                let got = Features::of_pattern_on(n, n, (&rp, &ci), parallel);
                 let (g, w): (Vec<u64>, Vec<u64>) = (
                     got.values.iter().map(|v| v.to_bits()).collect(),
                     want.iter().map(|v| v.to_bits()).collect(),
@@ -663,7 +728,7 @@ mod tests {
                 assert_eq!(g, w, "{n} rows, parallel {parallel}");
             }
             // The AVX2 build of a block and the portable one agree.
-            let pass = RowPass::new(n, &rp, &ci, None);
+            let pass = RowPass::new(n, &rp, &ci);
             for b in 0..n.div_ceil(BLOCK) {
                 let (x, y) = (pass.block(b), pass.block_portable(b));
                 assert_eq!(x.values(n, n, ci.len()), y.values(n, n, ci.len()));
@@ -705,7 +770,7 @@ mod tests {
             let (rp, ci) = pattern_of(&lens);
             let (n, m) = (lens.len(), lens.iter().max().copied().unwrap_or(0).max(1));
             let want = plain(n, m, &rp, &ci);
-            let got = Features::of_pattern_on(n, m, (&rp, &ci, None), false);
+            let got = Features::of_pattern_on(n, m, (&rp, &ci), false);
             assert_eq!(
                 got.values,
                 want,
@@ -718,8 +783,8 @@ mod tests {
     #[test]
     fn threaded_equals_serial_on_awkward_patterns() {
         // The empty matrix, one row, one huge row among short ones, all rows
-        // empty, and a last block of one row; with the column facts read from
-        // the pattern and given by the matrix, on the pool and on this thread.
+        // empty, and a last block of one row; read from the pattern on the
+        // pool and on this thread, and from the facts the matrix keeps.
         let cases: Vec<Vec<usize>> = vec![
             vec![],
             vec![1],
@@ -733,16 +798,12 @@ mod tests {
             let (n, m) = (lens.len(), lens.iter().max().copied().unwrap_or(0).max(1));
             let want = plain(n, m, &rp, &ci);
             let a = Csr::try_new(n, m, rp.clone(), ci.clone(), vec![1.0f32; ci.len()]).unwrap();
-            let facts = Some(a.column_facts());
-            for (columns, parallel) in [(None, false), (None, true), (facts, false), (facts, true)]
-            {
-                let got = Features::of_pattern_on(n, m, (&rp, &ci, columns), parallel);
-                assert_eq!(
-                    got.values, want,
-                    "{n} rows, facts {columns:?}, parallel {parallel}"
-                );
+            for parallel in [false, true] {
+                let got = Features::of_pattern_on(n, m, (&rp, &ci), parallel);
+                assert_eq!(got.values, want, "{n} rows, parallel {parallel}");
             }
-            assert_eq!(Features::of(&a).values, want);
+            assert_eq!(a.row_facts(), RowFacts::of_pattern(&rp), "{n} rows");
+            assert_eq!(Features::of(&a).values, want, "{n} rows");
         }
     }
 

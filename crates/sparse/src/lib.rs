@@ -24,7 +24,7 @@ mod threads;
 pub use binning::{BinSizes, Binning, RowPtr, Scheme, MAX_BIN, NUM_BINS, U_LADDER};
 pub use csr::{Csr, MAX_DIM};
 pub use error::SparseError;
-pub use features::{Features, FEATURE_NAMES};
+pub use features::{Features, RowFacts, FEATURE_NAMES};
 pub use locality::ColumnFacts;
 pub use plan::{KernelId, Plan};
 pub use precision::{ParsePrecisionError, Precision, Precisions};

@@ -2,6 +2,7 @@
 //! the sampled column distances), gathered in the pass over the column indices
 //! that validating a matrix makes anyway, and kept in the [`crate::Csr`].
 
+use crate::features::RowFacts;
 use crate::SparseError;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -116,8 +117,10 @@ impl ColumnFacts {
 const PARALLEL_FROM: usize = 1 << 18;
 
 /// Checks every column index of a pattern whose `row_ptr` is valid, and in
-/// the same pass gathers its [`ColumnFacts`]: whether every row is strictly
-/// increasing, and the facts (which describe the matrix only when it is).
+/// the same pass gathers its [`ColumnFacts`] and [`RowFacts`]: whether every
+/// row is strictly increasing, and the facts (which describe the matrix only
+/// when it is). The row facts are taken block by block while the block's
+/// pointers are in the cache, so the features need no pass of their own.
 /// Blocks of [`SAMPLE_BLOCK`] rows are scanned independently (on the thread
 /// pool for a large matrix) and merged in order, so that the error names the
 /// first bad entry; every merge is an integer maximum, or or sum, so the
@@ -127,61 +130,82 @@ pub(crate) fn scan_columns(
     ncols: usize,
     row_ptr: &[u32],
     col_idx: &[u32],
-) -> Result<(bool, ColumnFacts), SparseError> {
+) -> Result<(bool, ColumnFacts, RowFacts), SparseError> {
     let stride = sample_stride(nrows, col_idx.len());
+    let long_len = RowFacts::long_len(nrows, col_idx.len());
     let nblocks = nrows.div_ceil(SAMPLE_BLOCK);
-    let scan = |b: usize| scan_any_block(b, nrows, stride, row_ptr, col_idx);
-    let blocks: Vec<RowScan> =
+    let scan = |b: usize| scan_any_block(b, (nrows, stride, long_len), row_ptr, col_idx);
+    let blocks: Vec<(RowScan, RowFacts)> =
         if crate::threads::worth_threads(nrows + col_idx.len(), PARALLEL_FROM) {
             (0..nblocks).into_par_iter().map(scan).collect()
         } else {
             (0..nblocks).map(scan).collect()
         };
     let mut facts = ColumnFacts::default();
+    let mut rows = RowFacts::ZERO;
     let mut descents = 0u32;
-    for (b, block) in blocks.iter().enumerate() {
+    for (b, (block, lengths)) in blocks.iter().enumerate() {
         let (lo, hi) = (b * SAMPLE_BLOCK, ((b + 1) * SAMPLE_BLOCK).min(nrows));
         let nnz = row_ptr[hi] - row_ptr[lo];
         if nnz > 0 && block.max_col as usize >= ncols {
             return Err(first_out_of_range(lo..hi, ncols, row_ptr, col_idx));
         }
         descents |= block.descents;
+        rows = rows.merge(*lengths);
         facts.band = facts.band.max(u64::from(block.far));
         if b.is_multiple_of(stride) {
             facts.dist_sum += block.sum;
             facts.dist_nnz += u64::from(nnz);
         }
     }
-    Ok((descents == 0, facts))
+    Ok((descents == 0, facts, rows))
 }
 
 /// Block `b` of rows scanned: every entry's distance when it is in the
-/// sample, else only each row's ends. Compiled for AVX2 when the CPU has it
+/// sample, else only each row's ends; then the block's row facts, rows longer
+/// than `long_len` counted as long. Compiled for AVX2 when the CPU has it
 /// (the same integer arithmetic, so the same result).
-fn scan_any_block(b: usize, nrows: usize, stride: usize, rp: &[u32], ci: &[u32]) -> RowScan {
+fn scan_any_block(
+    b: usize,
+    (nrows, stride, long_len): (usize, usize, usize),
+    rp: &[u32],
+    ci: &[u32],
+) -> (RowScan, RowFacts) {
     let rows = b * SAMPLE_BLOCK..((b + 1) * SAMPLE_BLOCK).min(nrows);
     let sampled = b.is_multiple_of(stride);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { scan_any_block_avx2(rows, sampled, rp, ci) };
+        return unsafe { scan_any_block_avx2(rows, (sampled, long_len), rp, ci) };
     }
-    scan_any_block_portable(rows, sampled, rp, ci)
+    scan_any_block_portable(rows, (sampled, long_len), rp, ci)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn scan_any_block_avx2(rows: Range<usize>, sampled: bool, rp: &[u32], ci: &[u32]) -> RowScan {
-    scan_any_block_portable(rows, sampled, rp, ci)
+fn scan_any_block_avx2(
+    rows: Range<usize>,
+    flags: (bool, usize),
+    rp: &[u32],
+    ci: &[u32],
+) -> (RowScan, RowFacts) {
+    scan_any_block_portable(rows, flags, rp, ci)
 }
 
 #[inline(always)]
-fn scan_any_block_portable(rows: Range<usize>, sampled: bool, rp: &[u32], ci: &[u32]) -> RowScan {
-    if sampled {
+fn scan_any_block_portable(
+    rows: Range<usize>,
+    (sampled, long_len): (bool, usize),
+    rp: &[u32],
+    ci: &[u32],
+) -> (RowScan, RowFacts) {
+    let lengths = RowFacts::of_rows(&rp[rows.start..=rows.end], long_len);
+    let scan = if sampled {
         scan_block(rows, rp, ci)
     } else {
         scan_block_ends(rows, rp, ci)
-    }
+    };
+    (scan, lengths)
 }
 
 /// The rows `rows` scanned together, row by row: the largest column,

@@ -1,12 +1,12 @@
-//! The column facts a `Csr` keeps (band, sampled column distances) equal the
-//! plain entry-by-entry definition after every constructor, on awkward
-//! shapes, and the features computed from them equal the features computed
-//! from the arrays, bit for bit.
+//! The column facts a `Csr` keeps (band, sampled column distances) and its
+//! row facts (length statistics, histogram) equal the plain entry-by-entry
+//! definitions after every constructor, on awkward shapes, and the features
+//! computed from them equal the features computed from the arrays, bit for bit.
 
 use proptest::prelude::*;
 use sparse::gen::Family;
 use sparse::mm::{read_path, ReadOptions};
-use sparse::{ColumnFacts, Csr, Features, Scalar, SparseError};
+use sparse::{ColumnFacts, Csr, Features, RowFacts, Scalar, SparseError};
 use std::path::Path;
 
 /// The kept facts equal the reference, and `Features::of` (which uses them)
@@ -14,6 +14,11 @@ use std::path::Path;
 fn check<T: Scalar>(what: &str, a: &Csr<T>) {
     let want = ColumnFacts::of_pattern(a.nrows(), a.row_ptr(), a.col_idx());
     assert_eq!(a.column_facts(), want, "{what}: column facts");
+    assert_eq!(
+        a.row_facts(),
+        RowFacts::of_pattern(a.row_ptr()),
+        "{what}: row facts"
+    );
     let bits = |f: Features| f.values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     let kept = bits(Features::of(a));
     let read = bits(Features::of_pattern(

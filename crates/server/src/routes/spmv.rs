@@ -254,7 +254,7 @@ async fn spmv_matrix(
         },
         Source::Inline(a) => {
             let (s2, who2) = (s.clone(), who.clone());
-            let (m, _) = blocking(move || stored_from(&s2, &who2, a, 0.0, false)).await?;
+            let (m, _) = blocking(move || stored_from(&s2, &who2, *a, 0.0, false)).await?;
             let m = m.with_expected_calls(calls.unwrap_or(1));
             // A cached copy only if its upload still exists; never loaded
             // from the database, since the request carries the matrix.

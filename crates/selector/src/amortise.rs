@@ -79,7 +79,7 @@ fn shared_str<S: serde::Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Er
 }
 
 /// A synthetic row pointer of `n` rows with lengths 0..64 (xorshift, seeded).
-fn synthetic_row_ptr(n: usize) -> Vec<u32> {
+pub(crate) fn synthetic_row_ptr(n: usize) -> Vec<u32> {
     let (mut s, mut acc) = (0x9e37_79b9_7f4a_7c15u64, 0u32);
     let mut rp = Vec::with_capacity(n + 1);
     rp.push(0);
@@ -95,7 +95,7 @@ fn synthetic_row_ptr(n: usize) -> Vec<u32> {
 
 /// A synthetic square matrix whose row lengths are those of `row_ptr`,
 /// columns scattered (a fixed stride), for timing the feature pass.
-fn synthetic_matrix(row_ptr: Vec<u32>) -> sparse::Csr<f64> {
+pub(crate) fn synthetic_matrix(row_ptr: Vec<u32>) -> sparse::Csr<f64> {
     let n = row_ptr.len() - 1;
     let widest = row_ptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as usize;
     let mut ci = Vec::with_capacity(row_ptr[n] as usize);
@@ -117,9 +117,10 @@ fn synthetic_matrix(row_ptr: Vec<u32>) -> sparse::Csr<f64> {
 /// The feature pass's fixed cost, cost per row and per nonzero (ns): the
 /// fixed part from 64 rows of 1 nonzero; the per-nonzero part from 2^15 rows
 /// of 1 and of 16 nonzeros a row; the per-row part from 2^15 rows of
-/// irregular lengths (0 to 63, as [`synthetic_row_ptr`]), since on regular
-/// lengths every branch of the row-length statistics is predicted and real
-/// matrices cost several times more a row. Best of three each.
+/// irregular lengths (0 to 63, as [`synthetic_row_ptr`]). Best of three
+/// each. Since a matrix keeps the facts its constructor gathered,
+/// `Features::of` reads no array and both slopes come out near zero; they
+/// are still measured, so that the estimate follows the pass if it changes.
 fn calibrate_features() -> (f64, f64, f64) {
     let n = 1usize << 15;
     let best = |a: &sparse::Csr<f64>| {

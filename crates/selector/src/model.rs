@@ -5,7 +5,7 @@
 use crate::device::{DeviceClass, DeviceIdentity, DeviceType};
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 use crate::perf::{PerfModel, TimePrediction};
-use crate::quick::{Facts, FallbackCell, QuickModel};
+use crate::quick::{Facts, FallbackCell, PlanningCostCell, QuickModel};
 use crate::tree::{Hop, Tree};
 use crate::vector::{spread, stage2_vector_sized};
 use crate::{
@@ -173,6 +173,9 @@ pub struct Model {
     /// The quick kernel without a quick part, read from the card once.
     #[serde(skip)]
     pub(crate) fallback: FallbackCell,
+    /// Planning with features beyond the features, measured once.
+    #[serde(skip)]
+    pub(crate) planning_cost: PlanningCostCell,
 }
 
 pub(crate) fn first_difference(
@@ -205,6 +208,7 @@ impl Model {
             perf: None,
             quick: None,
             fallback: FallbackCell::default(),
+            planning_cost: PlanningCostCell::default(),
         }
     }
 

@@ -180,6 +180,25 @@ impl PartialEq for FallbackCell {
     }
 }
 
+/// A model's host cost of planning with features beyond the features
+/// themselves (ms), measured once ([`crate::Model::planning_with_features_ms`]).
+/// Two models compare equal whatever their cells hold.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlanningCostCell(std::sync::OnceLock<f64>);
+
+impl PlanningCostCell {
+    /// The measured cost, measured by `f` the first time.
+    pub(crate) fn get_or_init(&self, f: impl FnOnce() -> f64) -> f64 {
+        *self.0.get_or_init(f)
+    }
+}
+
+impl PartialEq for PlanningCostCell {
+    fn eq(&self, _: &PlanningCostCell) -> bool {
+        true
+    }
+}
+
 /// One training matrix for the quick part: its facts and each kernel's time
 /// over the whole matrix (single-bin scheme).
 #[derive(Debug, Clone, PartialEq)]

@@ -100,14 +100,16 @@ impl fmt::Display for Reason {
                 match bound_ms {
                     Some(t) => write!(
                         f,
-                        "the feature pass would cost about {features_ms:.4} ms; a plan chosen \
-                         with features saves at most {pct:.0}% of the {t:.4} ms bandwidth bound \
-                         per call, so features pay from {be} calls; {calls} expected"
+                        "the features and planning with them would cost about {features_ms:.4} \
+                         ms; a plan chosen with features saves at most {pct:.0}% of the {t:.4} ms \
+                         bandwidth bound per call, so features pay from {be} calls; {calls} \
+                         expected"
                     )?,
                     None => write!(
                         f,
-                        "no device bandwidth to weigh the feature pass (about {features_ms:.4} \
-                         ms) against: features from {be} calls on; {calls} expected"
+                        "no device bandwidth to weigh the features and planning with them \
+                         (about {features_ms:.4} ms) against: features from {be} calls on; \
+                         {calls} expected"
                     )?,
                 }
                 match quick {
@@ -158,15 +160,15 @@ mod tests {
         );
         assert_eq!(
             quick.to_string(),
-            "the feature pass would cost about 0.0123 ms; a plan chosen with features saves at \
-             most 25% of the 0.0500 ms bandwidth bound per call, so features pay from 4 calls; \
-             1 expected; the quick part chose serial"
+            "the features and planning with them would cost about 0.0123 ms; a plan chosen \
+             with features saves at most 25% of the 0.0500 ms bandwidth bound per call, so \
+             features pay from 4 calls; 1 expected; the quick part chose serial"
         );
         let blind = Reason::features(0.5, None, 10, 3, None);
         assert_eq!(
             blind.to_string(),
-            "no device bandwidth to weigh the feature pass (about 0.5000 ms) against: features \
-             from 10 calls on; 3 expected"
+            "no device bandwidth to weigh the features and planning with them (about 0.5000 \
+             ms) against: features from 10 calls on; 3 expected"
         );
         let bin = Reason::binning(0.25, Some(1.0), 1, 7);
         assert!(bin.to_string().starts_with(

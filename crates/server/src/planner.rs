@@ -426,6 +426,14 @@ impl Planner {
     ) -> Planner {
         self.copy_gbps = copy_gbps;
         self.costs = self.costs.with_device_launch(launch_ms);
+        // Each model's cost of planning with features is measured once, here
+        // at start rather than on the first inline call that weighs it.
+        for p in [Precision::F32, Precision::F64] {
+            if let Selector::Model(m) = &self.pair(p).0 {
+                let ms = m.planning_with_features_ms(&self.context(p));
+                tracing::info!(precision = %p, planning_with_features_ms = ms, "planning cost measured");
+            }
+        }
         self
     }
 

@@ -1,5 +1,6 @@
 //! When a pass over a matrix is worth the thread pool: one rule for the
-//! feature pass and the constructor's column scan, scaled by the pool's size.
+//! constructor's scan (which also gathers the row facts the features read)
+//! and the feature pass over bare arrays, scaled by the pool's size.
 //!
 //! A pass started from outside the pool (a request's thread) hands its work to
 //! the pool and sleeps until the pool is done, so threads cost a fixed `L` (the

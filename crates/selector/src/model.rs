@@ -5,7 +5,7 @@
 use crate::device::{DeviceClass, DeviceIdentity, DeviceType};
 use crate::explain::{BinDecision, Explanation, Prediction, SchemeDecision, Step, Went};
 use crate::perf::{PerfModel, TimePrediction};
-use crate::quick::{Facts, FallbackCell, PlanningCostCell, QuickModel};
+use crate::quick::{Facts, KeptCell, QuickModel};
 use crate::tree::{Hop, Tree};
 use crate::vector::{spread, stage2_vector_sized};
 use crate::{
@@ -172,10 +172,10 @@ pub struct Model {
     pub(crate) quick: Option<QuickModel>,
     /// The quick kernel without a quick part, read from the card once.
     #[serde(skip)]
-    pub(crate) fallback: FallbackCell,
+    pub(crate) fallback: KeptCell<(KernelId, &'static str)>,
     /// Planning with features beyond the features, measured once.
     #[serde(skip)]
-    pub(crate) planning_cost: PlanningCostCell,
+    pub(crate) planning_cost: KeptCell<f64>,
 }
 
 pub(crate) fn first_difference(
@@ -207,8 +207,8 @@ impl Model {
             stage2,
             perf: None,
             quick: None,
-            fallback: FallbackCell::default(),
-            planning_cost: PlanningCostCell::default(),
+            fallback: KeptCell::default(),
+            planning_cost: KeptCell::default(),
         }
     }
 

@@ -157,44 +157,30 @@ impl QuickModel {
     }
 }
 
-/// The kernel a model without a quick part chooses without features (from
-/// its card's label counts), worked out once: reading it from the card's
-/// JSON metrics took a lookup and a string per kernel on every first call.
-/// Two models compare equal whatever their cells hold.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct FallbackCell(std::sync::OnceLock<(KernelId, &'static str)>);
+/// A value a model works out once and keeps, outside its file: the kernel
+/// a model without a quick part chooses without features (from its card's
+/// label counts; reading it from the card's JSON metrics took a lookup and a
+/// string per kernel on every first call) and its host cost of planning
+/// with features ([`crate::Model::planning_with_features_ms`]). Two models
+/// compare equal whatever their cells hold.
+#[derive(Debug, Clone)]
+pub(crate) struct KeptCell<T>(std::sync::OnceLock<T>);
 
-impl FallbackCell {
-    /// The cached choice, worked out by `f` the first time.
-    pub(crate) fn get_or_init(
-        &self,
-        f: impl FnOnce() -> (KernelId, &'static str),
-    ) -> (KernelId, &'static str) {
+impl<T> Default for KeptCell<T> {
+    fn default() -> Self {
+        KeptCell(std::sync::OnceLock::new())
+    }
+}
+
+impl<T: Copy> KeptCell<T> {
+    /// The kept value, worked out by `f` the first time.
+    pub(crate) fn get_or_init(&self, f: impl FnOnce() -> T) -> T {
         *self.0.get_or_init(f)
     }
 }
 
-impl PartialEq for FallbackCell {
-    fn eq(&self, _: &FallbackCell) -> bool {
-        true
-    }
-}
-
-/// A model's host cost of planning with features beyond the features
-/// themselves (ms), measured once ([`crate::Model::planning_with_features_ms`]).
-/// Two models compare equal whatever their cells hold.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PlanningCostCell(std::sync::OnceLock<f64>);
-
-impl PlanningCostCell {
-    /// The measured cost, measured by `f` the first time.
-    pub(crate) fn get_or_init(&self, f: impl FnOnce() -> f64) -> f64 {
-        *self.0.get_or_init(f)
-    }
-}
-
-impl PartialEq for PlanningCostCell {
-    fn eq(&self, _: &PlanningCostCell) -> bool {
+impl<T> PartialEq for KeptCell<T> {
+    fn eq(&self, _: &KeptCell<T>) -> bool {
         true
     }
 }

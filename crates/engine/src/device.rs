@@ -55,6 +55,11 @@ fn kind_rank(t: DeviceType) -> (u8, &'static str) {
 /// Every (platform, device) pair, best kind first (GPU, accelerator, CPU, other),
 /// in platform order within a kind. An error only when no platform exists.
 pub fn list_devices() -> Result<Vec<(Platform, Device, DeviceInfo)>> {
+    // One listing at a time in a process: PoCL's first device query, made from
+    // two threads at once (two engines opened together, as tests do), can
+    // answer with no device for one of them.
+    static LISTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = LISTING.lock().unwrap_or_else(|e| e.into_inner());
     let ids = ocl::core::get_platform_ids().map_err(|e| EngineError::NoPlatform(e.to_string()))?;
     if ids.is_empty() {
         return Err(EngineError::NoPlatform(

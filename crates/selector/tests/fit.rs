@@ -3,7 +3,7 @@
 //! model from two processes, time-weighted vs plain labels on near-ties, and the
 //! model against the rule and majority baselines.
 
-mod common;
+use crate::common;
 
 use linfa::prelude::*;
 use linfa_trees::DecisionTree;
@@ -542,7 +542,12 @@ fn fits_are_identical_in_separate_processes() {
     for run in 0..2 {
         let path = dir.join(format!("model{run}.json"));
         let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "fit_dump_child", "--ignored", "--test-threads=1"])
+            .args([
+                "--exact",
+                "fit::fit_dump_child",
+                "--ignored",
+                "--test-threads=1",
+            ])
             .env(DUMP_ENV, &path)
             .stdout(std::process::Stdio::null())
             .status()

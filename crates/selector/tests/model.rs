@@ -2,7 +2,7 @@
 //! predictions, mismatched or broken files are refused with clear errors,
 //! prediction never panics, and the selector falls back to the rule.
 
-mod common;
+use crate::common;
 
 use selector::*;
 use sparse::{Binning, Csr, Features, KernelId, Scheme};

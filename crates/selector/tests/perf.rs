@@ -2,7 +2,7 @@
 //! plans of matrices it never saw; it survives the model file; model files
 //! written before it existed (the shipped ones) still load, without it.
 
-mod common;
+use crate::common;
 
 use selector::*;
 use sparse::{Binning, Csr, Features, KernelId, Plan, Scheme};

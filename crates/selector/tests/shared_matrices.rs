@@ -2,7 +2,7 @@
 //! printed reason when the folder is absent): the rule and a model fitted on the
 //! cost model give valid plans for every matrix, and explanations serialize.
 
-mod common;
+use crate::common;
 
 use selector::*;
 use sparse::mm::{read_path, ReadOptions};

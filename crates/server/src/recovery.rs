@@ -219,7 +219,6 @@ impl DeviceSlot {
 
     /// Makes the next `faults` device jobs fail with a device fault before
     /// they run, and the next `rebuild_failures` rebuild attempts fail.
-    #[cfg(feature = "fault-injection")]
     pub fn inject(&self, faults: u32, rebuild_failures: u32) {
         self.injected_faults.store(faults, Ordering::Release);
         self.injected_rebuild_failures

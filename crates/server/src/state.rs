@@ -784,7 +784,6 @@ impl AppState {
 
     /// Makes the next `faults` device jobs fail with an OpenCL error, and the
     /// next `rebuild_failures` attempts to reopen the device fail (testing).
-    #[cfg(feature = "fault-injection")]
     pub fn inject_device_faults(&self, faults: u32, rebuild_failures: u32) {
         self.0.slot.inject(faults, rebuild_failures);
     }

@@ -5,7 +5,7 @@
 //! candidates at its first use pay for themselves: measured on the H100 campaign's
 //! held-out matrices, keeping the faster of the model's plan and the best single
 //! kernel lifts the geomean from 0.91-0.97 to 0.99 of the exhaustive-search oracle
-//! and the worst matrix from 0.15-0.91 to 0.95-0.97 (README, "Shipped models").
+//! and the worst matrix from 0.15-0.91 to 0.95-0.97 (docs/models.md, "Uploaded matrices are tuned on the device").
 //! Inline requests (one multiplication) are not tuned: the race would cost more
 //! than it could save. The race is bounded by a time budget; candidates it did
 //! not reach are listed as not timed.

@@ -4,7 +4,7 @@
 //! binning that many calls pay for (a `quick` plan, y still right), and no
 //! request builds a kernel program (they are built at start).
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{json, Value};

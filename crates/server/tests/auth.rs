@@ -1,7 +1,7 @@
 //! Who may do what: API keys, ownership of uploaded matrices, ids that cannot
 //! be derived from content, contribution to retraining, and CORS.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::Request;

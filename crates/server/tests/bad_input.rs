@@ -1,7 +1,7 @@
 //! Bad input: every case is a 4xx with a JSON error naming the problem, and the
 //! service keeps serving afterwards. No case may panic or answer 500.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::Request;

@@ -4,7 +4,7 @@
 //! bodies, wrong widths, bad indices, non-finite values) answered with a 4xx
 //! naming the problem, never a panic or a 5xx.
 
-mod common;
+use crate::common;
 
 use common::*;
 use server::csr_binary::{encode, CONTENT_TYPE, HEADER_BYTES};

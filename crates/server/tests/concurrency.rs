@@ -4,7 +4,7 @@
 //! byte limit, and the evicted id then answers 404 without a database (with
 //! one, it is read back from the database).
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Every endpoint through `app()` with `oneshot`: happy paths in both
 //! precisions, y checked against the reference SpMV.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::Request;

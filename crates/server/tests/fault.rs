@@ -1,11 +1,11 @@
 //! Device faults and device-job deadlines, on the real (PoCL) device. A fault
-//! is injected with the `fault-injection` hooks (the next device jobs fail
+//! is injected with `AppState::inject_device_faults` (the next device jobs fail
 //! with an OpenCL error, the next rebuild attempts fail); everything after
 //! that is the service's own recovery: the 503 for the faulted request, the
 //! rebuild, `/readyz` not ready then ready, and the next request on the same
 //! uploaded matrix re-uploading it and computing a correct y.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

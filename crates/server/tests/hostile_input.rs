@@ -4,7 +4,7 @@
 //! requests at once) and results JSON cannot carry. Each is answered with a
 //! precise status and message before anything large is allocated.
 
-mod common;
+use crate::common;
 
 use axum::body::Body;
 use axum::http::Request;

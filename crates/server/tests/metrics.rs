@@ -1,7 +1,7 @@
 //! /metrics parsed as Prometheus text by a real parser: request counters by
 //! route and status, latency, queue-wait and kernel histograms, and gauges.
 
-mod common;
+use crate::common;
 
 use common::*;
 use prometheus_parse::{Scrape, Value};

@@ -5,7 +5,7 @@
 //! recorded kernel file changed), and a model trained before a kernel file was
 //! added is still used, its reason saying so.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{json, Value};

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use store::testing::{postgres_database, required};
 
-mod common;
+use crate::common;
 
 use common::process::{http, listening, spawn, stop, Server};
 

@@ -2,7 +2,7 @@
 //! kernel's predicted time, with the model's held-out band) when the model in use
 //! has a performance part, and `null` when it has none or the rule plans.
 
-mod common;
+use crate::common;
 
 use common::*;
 use selector::{ErrorBand, Model, PerfParams, PerfSample};

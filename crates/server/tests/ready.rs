@@ -1,7 +1,7 @@
 //! `/readyz` runs a real SpMV on the device; `/healthz` only says the process
 //! is alive. Device errors are retryable 503s with the reason.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::Duration;

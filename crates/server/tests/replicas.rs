@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ChildStdout;
 use store::testing::{postgres_database, required};
 
-mod common;
+use crate::common;
 
 use common::process::{http, listening, spawn, Server};
 

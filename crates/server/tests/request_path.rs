@@ -4,7 +4,7 @@
 //! y buffers and concurrent calls on one matrix are checked here against
 //! `sparse::spmv::spmv_ref`, in both precisions; the JSON forms beside them.
 
-mod common;
+use crate::common;
 
 use axum::body::{Body, Bytes};
 use axum::http::Request;

@@ -3,7 +3,7 @@
 //! JSON 408, a request past its deadline a JSON 503, the connection cap holds,
 //! and a graceful shutdown answers the request in flight before returning.
 
-mod common;
+use crate::common;
 
 use common::*;
 use server::serve::{serve, ServeOptions, ServeReport};

@@ -2,7 +2,7 @@
 //! kernel on the device and the fastest kept; inline requests are not tuned;
 //! `--tune-uploads false` turns it off; y stays right whichever plan wins.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{json, Value};

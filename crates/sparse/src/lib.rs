@@ -17,7 +17,6 @@ pub mod plan;
 pub mod precision;
 pub mod scalar;
 pub mod spmv;
-#[cfg(feature = "testing")]
 pub mod testing;
 mod threads;
 

@@ -1,4 +1,5 @@
-//! Test support (feature `testing`): what a test does when something it needs
+//! Test support (always compiled, so that `cargo test` and `cargo build` resolve
+//! the same features and share one build of the dependencies): what a test does when something it needs
 //! is missing on this machine (an OpenCL device, PostgreSQL, the shared
 //! matrices folder): outside CI it says so and skips (or falls back); under CI
 //! it fails, so that a missing device is never a pass.

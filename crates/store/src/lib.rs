@@ -33,7 +33,6 @@ mod queue;
 mod requests;
 mod rows;
 mod runs;
-#[cfg(feature = "testing")]
 pub mod testing;
 mod types;
 mod uploads;

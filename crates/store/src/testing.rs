@@ -1,4 +1,5 @@
-//! Test support (feature `testing`): a real PostgreSQL server for tests, and a
+//! Test support (always compiled, so that `cargo test` and `cargo build` resolve
+//! the same features and share one build of the dependencies): a real PostgreSQL server for tests, and a
 //! fresh database of either backend per test, so one test body runs on both.
 //!
 //! The server is `SPMV_TEST_POSTGRES_URL` when set (a URL whose user may create

@@ -2,7 +2,7 @@
 //! would) on the same database, wait for each other's locks instead of failing;
 //! on SQLite and on PostgreSQL.
 
-mod common;
+use crate::common;
 
 use common::{dev_and_matrix, matrix, nth_key, run_on, timing};
 use serde_json::json;

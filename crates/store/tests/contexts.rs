@@ -2,7 +2,7 @@
 //! is migrated with its rows in the 'legacy' context, and the context is part
 //! of the measurement and plan keys.
 
-mod common;
+use crate::common;
 
 use common::{bin_key, dev_and_matrix, timing, LEGACY};
 use sparse::plan::KernelId;

@@ -1,11 +1,43 @@
-//! `DATABASE_URL` and the default location. One test in its own process, because
-//! it changes the environment and the working directory.
+//! `DATABASE_URL` and the default location. The test body runs in a child
+//! process of its own, because it changes the environment and the working
+//! directory, which the other tests of this binary share.
 
 use std::path::PathBuf;
 use store::{DbLocation, Store, DATABASE_URL_ENV, DEFAULT_DATABASE_FILE};
 
+/// Set in the child process that runs [`environment_then_default_child`].
+const CHILD_ENV: &str = "STORE_DATABASE_URL_CHILD";
+
+#[test]
+fn environment_then_default() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "database_url::environment_then_default_child",
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .env_remove(DATABASE_URL_ENV)
+        .output()
+        .expect("spawn the child test process");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "the child failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The body of [`environment_then_default`], in a process of its own.
 #[tokio::test]
-async fn environment_then_default() {
+#[ignore = "a child of environment_then_default (it changes the working directory)"]
+async fn environment_then_default_child() {
+    assert!(
+        std::env::var_os(CHILD_ENV).is_some(),
+        "run through environment_then_default: this test changes the process's working directory"
+    );
     let dir = tempfile::tempdir().unwrap();
     std::env::set_current_dir(dir.path()).unwrap();
 

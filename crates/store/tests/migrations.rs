@@ -1,7 +1,7 @@
 //! Migrations from an empty database (SQLite's set and PostgreSQL's twins), and
 //! the connection settings.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! measurements it reported committed (plus at most the one in flight), with
 //! batches all-or-nothing and the run still unfinished. On SQLite and on PostgreSQL.
 
-mod common;
+use crate::common;
 
 use common::{dev_and_matrix, device, nth_key, run_on, timing};
 use serde_json::json;
@@ -73,7 +73,7 @@ async fn killed_writer_loses_nothing_committed(db: TestDb) {
     let mut child = KillOnDrop(
         Command::new(std::env::current_exe().unwrap())
             .args([
-                "child_writer",
+                "resume::child_writer",
                 "--exact",
                 "--ignored",
                 "--nocapture",

@@ -1,7 +1,7 @@
 //! Every record type written and read back, idempotent inserts, and refusals,
 //! each on SQLite and on PostgreSQL.
 
-mod common;
+use crate::common;
 
 use common::{bin_key, dev_and_matrix, device, matrix, plan_u10, run_on, timing};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! database ends with every measurement an uninterrupted run would have taken:
 //! the same (matrix, scheme, bin, kernel) keys, none lost, none twice.
 
-mod common;
+use crate::common;
 
 use common::still_waiting;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,7 @@
 //! `trainer label` with a `postgres://` DATABASE_URL writes its run and its
 //! measurements into PostgreSQL, the same keys as into SQLite.
 
-mod common;
+use crate::common;
 
 use common::{device_or_skip, keys, ok, trainer};
 use store::testing::postgres_database;

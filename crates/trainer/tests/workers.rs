@@ -2,7 +2,7 @@
 //! keys as one, and a worker killed mid-matrix (SIGKILL) loses nothing: its
 //! claim lapses after the lease and another worker labels that matrix.
 
-mod common;
+use crate::common;
 
 use common::{device_or_skip, keys, ok, still_waiting, trainer};
 use std::process::{Child, Command};

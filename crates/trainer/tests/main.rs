@@ -1,0 +1,9 @@
+//! The crate's integration tests in one binary (one link instead of one per
+//! file): each module is a former `tests/<name>.rs`, run as `<name>::<test>`.
+
+mod common;
+mod fit_from_db;
+mod killed_run;
+mod postgres;
+mod trainer;
+mod workers;

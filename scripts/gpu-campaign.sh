@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU campaign in three commands (README, "Running the GPU campaign"):
+# The GPU campaign in three commands (docs/gpu-campaign.md):
 #
 #   scripts/gpu-campaign.sh bundle            # here: build and gather .campaign/ (< 50 MiB)
 #   scripts/gpu-campaign.sh run [STAGE...]    # on the GPU machine, repo root, .campaign carried

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The service's request path under alternated settings, on the GPU machine
-# (repo root, .campaign carried; see README, "Running the GPU campaign"):
+# (repo root, .campaign carried; see docs/gpu-campaign.md):
 #
 #   scripts/gpu-request-settings.sh OUT ROUNDS NNZ SETTING...
 #

@@ -15,25 +15,26 @@ Each answer is checked against scipy. One CSV row per precision and form, median
   read_ms     of which receiving and parsing the body (binary x by id on a
               device is received straight into the buffer x's upload reads,
               each value checked finite as it arrives: that copy and check
-              are in read_ms, overlapped with receiving; since the inflow
-              (x-upload-x-after-ms exists), each completed 512 KiB slice of
-              x is also uploaded while the rest arrives);
+              are in read_ms, overlapped with receiving; servers with the
+              since-removed --stream-x also uploaded each completed 512 KiB
+              slice of x while the rest arrived);
   device_ms   wall clock of the device work after the body (upload x, or
-              its last slice, kernels, download y);
+              with --stream-x its last slice, kernels, download y);
   kernel_ms, upload_x_ms, download_y_ms   OpenCL profiling of each part
-              (upload_x_ms: every slice of x, those overlapped with
-              receiving included);
+              (upload_x_ms: with --stream-x every slice of x, those
+              overlapped with receiving included);
   upload_x_after_ms   the part of upload_x_ms enqueued after x's last byte
-              (the last slice; servers without the header upload all of x
-              then, so it is upload_x_ms);
+              (upload_x_ms itself now that x is always uploaded whole; the
+              last slice with --stream-x; servers without the header upload
+              all of x then, so it is upload_x_ms);
   over_device = client_ms / (kernel_ms + upload_x_ms + download_y_ms);
   server_over_ms = server_ms - kernel_ms - upload_x_ms - download_y_ms: the
                server's own work around the device's (issue 11: <= 0.2 ms);
   server_unread_ms = server_over_ms - read_ms: the same without receiving
                the body, which goes at the loopback's (the client's) pace
-               (the split as before the inflow: with it, the slices
-               uploaded during read_ms are subtracted twice, so this
-               understates the server's own time; see server_after_ms);
+               (with --stream-x, the slices uploaded during read_ms were
+               subtracted twice, so this understated the server's own time;
+               see server_after_ms);
   server_after_ms = server_ms - read_ms - kernel_ms - upload_x_after_ms
                - download_y_ms: the server's own time once the body is in,
                beside the device work still left then (equal to

@@ -4,8 +4,8 @@
 #
 #   scripts/gpu-request-settings.sh OUT ROUNDS NNZ SETTING...
 #
-# Each SETTING is a space-separated list of VAR=value (e.g. "SPMV_STREAM_X=on",
-# "SPMV_STREAM_X=off SPMV_BINARY_STAGING=direct"); each round runs the
+# Each SETTING is a space-separated list of VAR=value (e.g. "SPMV_HOST_POOLS=pinned",
+# "SPMV_HOST_POOLS=heap SPMV_BINARY_STAGING=direct"); each round runs the
 # campaign's request stage (bench/request_path.py: binary x and y, f64, an
 # uploaded 2D stencil, 20 calls per size) once per setting, the order rotated
 # from round to round so that no setting always runs first. NNZ: sizes, comma

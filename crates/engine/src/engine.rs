@@ -32,16 +32,6 @@ pub(crate) struct Redirect<'a> {
     pub(crate) y: Option<Target<'a>>,
 }
 
-impl<'a> Redirect<'a> {
-    /// x alone pointed at `x`.
-    pub(crate) fn x(x: &'a ocl::core::Mem) -> Redirect<'a> {
-        Redirect {
-            x: Some(Target::Mem(x)),
-            y: None,
-        }
-    }
-}
-
 /// Kernel, transfer and end-to-end time of one SpMV.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Timings {
@@ -50,11 +40,9 @@ pub struct Timings {
     pub kernel_ns: u64,
     /// Profiled time of the x upload (pinned host memory to device), nanoseconds.
     pub upload_x_ns: u64,
-    /// Of which the part that ran once the call had all of x: the whole
-    /// upload, except for x streamed through an [`crate::XInflow`], whose
-    /// earlier slices were uploaded while the rest still arrived (the last
-    /// slice, and what of earlier ones was still running when the call
-    /// enqueued it).
+    /// Of which the part that ran once the call had all of x, nanoseconds.
+    /// Every path uploads x whole once it is all there, so this equals
+    /// `upload_x_ns`; the server still reports it (`upload_x_after`).
     pub upload_x_after_ns: u64,
     /// Profiled time of the y download (device to pinned host memory), nanoseconds.
     pub download_y_ns: u64,
@@ -189,7 +177,7 @@ fn copy_into<T: DeviceScalar>(x: &[T]) -> impl FnOnce(&mut [T]) -> Result<()> + 
     }
 }
 
-pub(crate) fn event_ns(ev: &Event) -> Result<u64> {
+fn event_ns(ev: &Event) -> Result<u64> {
     let s = ev.profiling_info(ProfilingInfo::Start)?.time()?;
     let e = ev.profiling_info(ProfilingInfo::End)?.time()?;
     Ok(e.saturating_sub(s))
@@ -277,11 +265,6 @@ impl Engine {
     /// The profiling queue every command goes to.
     pub(crate) fn queue(&self) -> &Queue {
         &self.queue
-    }
-
-    /// The device's context.
-    pub(crate) fn context(&self) -> &Context {
-        &self.context
     }
 
     /// The device.
@@ -745,7 +728,7 @@ impl Engine {
 
     /// Gives `y` the length `len` (a new buffer of its kind when it has
     /// another; nothing to do when it has that length).
-    pub(crate) fn fit_host_bytes(&self, y: &mut HostBytes, len: usize) -> Result<()> {
+    fn fit_host_bytes(&self, y: &mut HostBytes, len: usize) -> Result<()> {
         if y.len() != len {
             *y = if y.is_pinned() {
                 self.pinned_bytes(len)?
@@ -760,14 +743,14 @@ impl Engine {
 
     /// Whether the device stores values little-endian (every GPU and CPU
     /// device known; OpenCL lets a device say otherwise).
-    pub(crate) fn device_little_endian(&self) -> bool {
+    fn device_little_endian(&self) -> bool {
         self.little_endian
     }
 
     /// Enqueues the read of `m`'s y into `y`, its little-endian bytes,
     /// without blocking; `y` must hold exactly `nrows * T::BYTES` bytes and is
     /// not to be touched until the queue has finished.
-    pub(crate) fn enqueue_read_y_le<T: DeviceScalar>(
+    fn enqueue_read_y_le<T: DeviceScalar>(
         &self,
         m: &DeviceMatrix<T>,
         y: &mut [u8],
@@ -1033,10 +1016,10 @@ impl Engine {
 /// idle (measured: 0.02-0.08 ms at 100K nonzeros, up to several ms at 10M,
 /// `examples/call_overhead`). Dropped on every path, so an error between the
 /// enqueues never leaves the queue blocked.
-pub(crate) struct Gate(pub(crate) ocl::core::Event);
+struct Gate(ocl::core::Event);
 
 impl Gate {
-    pub(crate) fn new(context: &Context) -> Result<Gate> {
+    fn new(context: &Context) -> Result<Gate> {
         Ok(Gate(ocl::core::create_user_event(context.as_core())?))
     }
 }

@@ -229,12 +229,10 @@ pub struct MatrixInfo {
 pub struct SpmvTimings {
     /// Device kernel time (OpenCL profiling events of the SpMV kernels only).
     pub kernel: f64,
-    /// x upload from host memory (OpenCL profiling; every slice of a binary
-    /// x uploaded while it arrived included).
+    /// x upload from host memory (OpenCL profiling).
     pub upload_x: f64,
-    /// Of which the part after x's last byte arrived: all of it, except for
-    /// binary x by `matrix_id` received into the matrix's inflow (x streamed,
-    /// `--stream-x`; then the last slice only).
+    /// Of which the part after x's last byte arrived: x is uploaded whole
+    /// once it has all arrived, so this equals `upload_x`.
     pub upload_x_after: f64,
     /// y download to pinned host memory (OpenCL profiling).
     pub download_y: f64,
@@ -244,8 +242,7 @@ pub struct SpmvTimings {
     pub setup: Option<f64>,
     /// Receiving and parsing the request body (binary x by `matrix_id` on a
     /// device: received straight into the buffer x's upload reads, each value
-    /// checked as it arrives, its completed slices uploaded meanwhile where x
-    /// is streamed, less a first use's set-up).
+    /// checked as it arrives, less a first use's set-up).
     pub read: f64,
     /// The whole request inside the server, up to the answer's encoding.
     pub server: f64,

@@ -214,16 +214,6 @@ pub struct Config {
     #[arg(long, env = "SPMV_BINARY_STAGING", default_value = "auto")]
     pub binary_staging: engine::BinaryStaging,
 
-    /// Binary x of an uploaded matrix sent to the device in slices while the
-    /// rest still arrives: auto (the default: on for a device with memory of
-    /// its own when x has at least 8 MiB and the host pools are on the heap,
-    /// measured faster at 10M nonzeros on an H100 with heap pools and slower
-    /// with pinned ones, which are the default there; off for a CPU device,
-    /// where the copies run on the cores that receive the body and it was
-    /// measured slower), on, off.
-    #[arg(long, env = "SPMV_STREAM_X", value_enum, default_value_t = StreamX::Auto)]
-    pub stream_x: StreamX,
-
     /// Where an uploaded matrix keeps the host buffers that binary x is
     /// received into and y answered from: auto (the default: pinned host
     /// memory on a device that is not a CPU, so the device copies both at
@@ -257,19 +247,6 @@ pub struct Config {
     /// (default: $XDG_CACHE_HOME or ~/.cache, then spmv-select/kernels; `none`: no cache).
     #[arg(long, env = "SPMV_KERNEL_CACHE")]
     pub kernel_cache: Option<PathBuf>,
-}
-
-/// Whether x is uploaded in slices while it arrives ([`Config::stream_x`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StreamX {
-    /// On for a device that is not a CPU, for an x of at least
-    /// [`STREAM_X_MIN_BYTES`], when x is not received into pinned host
-    /// memory (the default).
-    Auto,
-    /// Always.
-    On,
-    /// Never: x is received whole, then uploaded.
-    Off,
 }
 
 /// Where an uploaded matrix's x and y host buffers live ([`Config::host_pools`]).
@@ -308,32 +285,6 @@ impl HostPools {
             HostPools::Auto | HostPools::Pinned => PoolKind::Pinned,
             HostPools::Shared => PoolKind::Shared,
             HostPools::Heap => PoolKind::Heap,
-        }
-    }
-}
-
-/// The smallest x (bytes) that [`StreamX::Auto`] streams. On the H100 (pairs
-/// of alternated rounds, on against off, f64, heap pools) streaming gained a
-/// median 0.94 ms of server time at 10M nonzeros (x of 16 MB, on faster in 13
-/// of 15 pairs) and nothing at 3M (4.8 MB, 3 of 7), 1M (1.6 MB, 5 of 11),
-/// 300K or 100K; the bound sits between the last tie and the win. With x
-/// received into pinned pools (the fifth window) streaming lost a median
-/// 0.64 and 0.98 ms at 10M (off faster in 3 of 4 and 5 of 6 pairs): the
-/// whole x then goes at DMA speed, and receiving into the inflow is slower.
-pub const STREAM_X_MIN_BYTES: usize = 8 << 20;
-
-impl StreamX {
-    /// Whether to stream an x of `x_bytes` to a device of this OpenCL type
-    /// (`cpu`, `gpu`, ...) for a matrix whose host pools are of `pools`.
-    pub fn on_for(self, device_kind: &str, x_bytes: usize, pools: PoolKind) -> bool {
-        match self {
-            StreamX::Auto => {
-                !device_kind.eq_ignore_ascii_case("cpu")
-                    && pools == PoolKind::Heap
-                    && x_bytes >= STREAM_X_MIN_BYTES
-            }
-            StreamX::On => true,
-            StreamX::Off => false,
         }
     }
 }
@@ -443,22 +394,9 @@ mod tests {
     }
 
     #[test]
-    fn auto_streams_a_wide_x_into_heap_pools_on_devices_other_than_cpus() {
-        let wide = STREAM_X_MIN_BYTES;
-        assert!(!StreamX::Auto.on_for("cpu", wide, PoolKind::Heap));
-        assert!(!StreamX::Auto.on_for("CPU", wide, PoolKind::Heap));
-        assert!(StreamX::Auto.on_for("gpu", wide, PoolKind::Heap));
-        assert!(StreamX::Auto.on_for("accelerator", wide, PoolKind::Heap));
-        assert!(!StreamX::Auto.on_for("gpu", wide - 1, PoolKind::Heap));
-        // x received into pinned or shared pools goes whole (faster on the H100).
-        assert!(!StreamX::Auto.on_for("gpu", wide, PoolKind::Shared));
-        assert!(!StreamX::Auto.on_for("gpu", wide, PoolKind::Pinned));
-        assert!(StreamX::On.on_for("cpu", 8, PoolKind::Shared));
-        assert!(!StreamX::Off.on_for("gpu", wide, PoolKind::Heap));
-        assert_eq!(Config::defaults().stream_x, StreamX::Auto);
-        let c = Config::parse_from(["server", "--stream-x", "off"]);
-        assert_eq!(c.stream_x, StreamX::Off);
-        assert!(Config::try_parse_from(["server", "--stream-x", "sometimes"]).is_err());
+    fn binary_staging_and_shared_memory_default_to_auto_and_parse() {
+        // The streamed-x mode is gone: its flag is refused.
+        assert!(Config::try_parse_from(["server", "--stream-x", "off"]).is_err());
         assert_eq!(
             Config::defaults().binary_staging,
             engine::BinaryStaging::Auto

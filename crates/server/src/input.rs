@@ -479,9 +479,6 @@ pub enum XIn {
         /// of the matrix's x pool), for the kernels to read in place.
         shared: Option<engine::SharedView>,
     },
-    /// Binary x received into its matrix's inflow, most of it already on
-    /// the device, every value checked on arrival.
-    Inflow(crate::xbody::InflowX),
 }
 
 impl XIn {
@@ -522,7 +519,6 @@ impl XIn {
             XIn::Binary {
                 bytes, precision, ..
             } => bytes.len() / precision.bytes(),
-            XIn::Inflow(i) => i.len,
         }
     }
 
@@ -538,10 +534,6 @@ impl XIn {
             XIn::Binary {
                 bytes, precision, ..
             } => parse_x_binary(bytes, *precision).unwrap_or_default(),
-            // (Taken only by the call that runs it; verify never streams x.)
-            XIn::Inflow(i) => i
-                .with_bytes(|b| parse_x_binary(b, i.precision).unwrap_or_default())
-                .unwrap_or_default(),
         }
     }
 
@@ -595,9 +587,6 @@ impl XIn {
             XIn::Binary {
                 bytes, precision, ..
             } => fill_le(bytes, *precision, out),
-            XIn::Inflow(i) => i
-                .with_bytes(|b| fill_le(b, i.precision, out))
-                .unwrap_or_else(|| Err(ApiError::internal("x was taken by another call"))),
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::input::{
     parse_x_json, read_body, BodyKind, CsrJson, MatrixField, Precision, Query,
 };
 use crate::state::{AppState, StoredMatrix};
-use crate::xbody::{receive_x, InflowLease, InflowX, SliceSink};
+use crate::xbody::receive_x;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap};
 use serde::Deserialize;
@@ -274,10 +274,9 @@ fn streamable_x(s: &AppState, q: &Query, headers: &HeaderMap) -> Result<Option<S
 
 /// Binary x for the uploaded matrix `id`: the matrix is looked up and put on
 /// the device first (on its first use in this precision), then the body is
-/// received chunk by chunk, each value checked finite as it arrives
-/// ([`crate::xbody::receive_x`]), into the matrix's inflow (its slices
-/// uploaded while the rest arrives), or, while another request holds that,
-/// into a buffer of the matrix's x pool.
+/// received chunk by chunk into a buffer of the matrix's x pool, each value
+/// checked finite as it arrives ([`crate::xbody::receive_x`]); the call
+/// uploads x whole.
 async fn stream_x_request(
     s: &AppState,
     who: &Principal,
@@ -293,28 +292,12 @@ async fn stream_x_request(
     let want = m.host.ncols() * p.bytes();
     let res = s.budget().reserve(want as u64).await?;
     let (ready, created) = s.ensure_ready(&m, p).await?;
-    let x = match InflowLease::take(&ready) {
-        Some(mut lease) => {
-            receive_x(body, headers, s.limits(), p, &mut lease).await?;
-            XIn::Inflow(InflowX::new(lease, p))
-        }
-        None => {
-            let mut x = ready.buffers.pools.x.take(want);
-            receive_x(
-                body,
-                headers,
-                s.limits(),
-                p,
-                &mut SliceSink::new(x.as_mut()),
-            )
-            .await?;
-            XIn::received(x, p)
-        }
-    };
+    let mut x = ready.buffers.pools.x.take(want);
+    receive_x(body, headers, s.limits(), p, x.as_mut()).await?;
     Ok((
         SpmvRequest {
             source: Source::Ready(m, created.then_some(ready.setup_ms)),
-            x,
+            x: XIn::received(x, p),
             precision: p,
             verify: false,
             expected_calls: q.expected_calls,

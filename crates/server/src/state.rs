@@ -9,7 +9,7 @@
 use crate::auth::Principal;
 use crate::budget::MemoryBudget;
 use crate::cache::ByteLru;
-use crate::config::{Config, HostPools, Limits, PoolKind, StreamX};
+use crate::config::{Config, Limits, PoolKind};
 use crate::error::ApiError;
 use crate::input::{y_binary, Precision, XIn};
 use crate::metrics::{Gauges, Metrics};
@@ -153,10 +153,6 @@ pub struct DeviceBuffers {
     pub plan: AnyPlan,
     /// Host buffers of x's body and y's answer, reused from call to call.
     pub pools: VectorPools,
-    /// x's host and device buffers for binary x uploaded while it arrives
-    /// ([`crate::xbody`]); `None` while a request holds them (or on a
-    /// big-endian device).
-    pub inflow: Mutex<Option<engine::XInflow>>,
 }
 
 /// What an uploaded matrix holds for one precision.
@@ -312,13 +308,12 @@ pub fn device_bytes(a: &Csr<f64>, p: Precision) -> u64 {
 
 /// Everything one prepared precision holds, charged to the cache: the device
 /// buffers ([`device_bytes`]), the plan's host copy (bin row lists and
-/// per-bin counts), the idle x and y buffers its [`VectorPools`] keep, its
-/// [`engine::XInflow`] (x on the host and on the device) and the prepared
-/// launches ([`ENTRY_OVERHEAD`]).
+/// per-bin counts), the idle x and y buffers its [`VectorPools`] keep, and
+/// the prepared launches ([`ENTRY_OVERHEAD`]).
 pub fn ready_bytes(a: &Csr<f64>, p: Precision, planned: &Planned) -> u64 {
     let b = &planned.binning;
     let lists: u64 = b.bins.iter().map(|v| 4 * v.len() as u64).sum();
-    let pools = (a.nrows() + 3 * a.ncols()) as u64 * p.bytes() as u64;
+    let pools = (a.nrows() + a.ncols()) as u64 * p.bytes() as u64;
     device_bytes(a, p) + lists + 8 * b.bin_nnz.len() as u64 + pools + ENTRY_OVERHEAD
 }
 
@@ -334,41 +329,15 @@ pub fn cast_checked<T: Scalar>(a: &Csr<f64>) -> Result<Csr<T>, ApiError> {
     Ok(c)
 }
 
-/// How a matrix's buffers for x are set up at upload ([`upload_blocking`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct XSetup {
-    /// An [`engine::XInflow`] for x to be uploaded in slices while it
-    /// arrives (a matrix kept for many calls).
-    pub stream: bool,
-    /// The memory the x and y pools are seeded with ([`VectorPools::seeded`]).
-    pub pools: PoolKind,
-}
-
-impl XSetup {
-    /// What `--stream-x` and `--host-pools` say for a matrix kept for many
-    /// calls, with `x_bytes` of x, on `engine`'s device.
-    pub fn kept(
-        (stream_x, host_pools): (StreamX, HostPools),
-        engine: &Engine,
-        x_bytes: usize,
-    ) -> XSetup {
-        let kind = &engine.info().kind;
-        let pools = host_pools.kind_for(kind);
-        XSetup {
-            stream: stream_x.on_for(kind, x_bytes, pools),
-            pools,
-        }
-    }
-}
-
 /// Uploads `a` in precision `p` and prepares `planned` (blocking; run on the
-/// device worker), with x's buffers as `x` says.
+/// device worker), its x and y pools seeded with host memory of `pools`
+/// (the heap: none seeded, for a matrix used once).
 pub fn upload_blocking(
     engine: &Engine,
     a: &Csr<f64>,
     p: Precision,
     planned: &Planned,
-    x: XSetup,
+    pools: PoolKind,
 ) -> Result<DeviceBuffers, ApiError> {
     let matrix = engine.upload_finite_as(a, p).map_err(|e| match e {
         EngineError::NonFinite(why) => ApiError::NonFinite(why),
@@ -380,12 +349,7 @@ pub fn upload_blocking(
         &planned.plan,
         LaunchMode::Grouped,
     )?;
-    let inflow = Mutex::new(if x.stream {
-        engine.x_inflow(&matrix)?
-    } else {
-        None
-    });
-    let (w, kind) = (p.bytes(), x.pools);
+    let (w, kind) = (p.bytes(), pools);
     let pools = match kind {
         PoolKind::Heap => VectorPools::default(),
         PoolKind::Pinned => VectorPools::seeded(kind, a.ncols() * w, a.nrows() * w, |n| {
@@ -399,7 +363,6 @@ pub fn upload_blocking(
         matrix,
         plan,
         pools,
-        inflow,
     })
 }
 
@@ -429,11 +392,6 @@ pub fn execute_blocking(
     x: &XIn,
     bytes_y: bool,
 ) -> Result<Executed, ApiError> {
-    if let XIn::Inflow(ix) = x {
-        if let Some(done) = execute_inflow(engine, b, ix, bytes_y)? {
-            return Ok(done);
-        }
-    }
     if bytes_y {
         let mut y = b
             .pools
@@ -459,54 +417,6 @@ pub fn execute_blocking(
         timings,
         launches: b.plan.launches().len(),
     })
-}
-
-/// y = A x with x in its matrix's inflow ([`Engine::execute_inflow_into`]),
-/// y read into a buffer of the y pool (decoded to values unless `bytes_y`);
-/// `None` when the inflow belongs to other buffers (the matrix was uploaded
-/// again meanwhile): the caller then converts x from the inflow's bytes.
-fn execute_inflow(
-    engine: &Engine,
-    b: &DeviceBuffers,
-    ix: &crate::xbody::InflowX,
-    bytes_y: bool,
-) -> Result<Option<Executed>, ApiError> {
-    let Some(mut lease) = ix.take() else {
-        return Err(ApiError::internal("x was taken by another call"));
-    };
-    if !lease.belongs_to(b) {
-        ix.give_back(lease);
-        return Ok(None);
-    }
-    let p = b.matrix.precision();
-    let mut y = b.pools.y.take(b.matrix.nrows() * p.bytes());
-    let timings =
-        engine.execute_inflow_into(&b.matrix, &b.plan, lease.inflow_mut(), y.host_mut())?;
-    drop(lease);
-    let y = match (bytes_y, p) {
-        (true, _) => YVec::Bytes(y.into_bytes()),
-        (false, Precision::F32) => YVec::F32(
-            y.as_ref()
-                .as_chunks::<4>()
-                .0
-                .iter()
-                .map(|c| f32::from_le_bytes(*c))
-                .collect(),
-        ),
-        (false, Precision::F64) => YVec::F64(
-            y.as_ref()
-                .as_chunks::<8>()
-                .0
-                .iter()
-                .map(|c| f64::from_le_bytes(*c))
-                .collect(),
-        ),
-    };
-    Ok(Some(Executed {
-        y,
-        timings,
-        launches: b.plan.launches().len(),
-    }))
 }
 
 struct Inner {
@@ -984,11 +894,11 @@ impl AppState {
                 .predict_plan_ms(p, m.features(), &planned.plan, &planned.binning);
         let m2 = m.clone();
         let tune = self.0.config.tune_config();
-        let settings = (self.0.config.stream_x, self.0.config.host_pools);
+        let host_pools = self.0.config.host_pools;
         let (buffers, planned, generation) = self
             .on_device_at(None, move |engine, g| {
-                let x = XSetup::kept(settings, engine, m2.host.ncols() * p.bytes());
-                let b = upload_blocking(engine, &m2.host, p, &planned, x)?;
+                let pools = host_pools.kind_for(&engine.info().kind);
+                let b = upload_blocking(engine, &m2.host, p, &planned, pools)?;
                 let (b, planned) = crate::tune::tune_blocking(engine, b, &m2.host, planned, &tune)?;
                 Ok((b, planned, g))
             })

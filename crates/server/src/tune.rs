@@ -80,7 +80,6 @@ pub fn tune_blocking(
         matrix,
         plan,
         pools,
-        inflow,
     } = buffers;
     let (plan, planned) = race(engine, &matrix, plan, host, planned, cfg)?;
     Ok((
@@ -88,7 +87,6 @@ pub fn tune_blocking(
             matrix,
             plan,
             pools,
-            inflow,
         },
         planned,
     ))

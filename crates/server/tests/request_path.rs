@@ -59,8 +59,7 @@ fn x_request(
 }
 
 /// The same request with `bytes` in `WIDE_CHUNKS` but the last 1000 bytes
-/// sent 100 ms later, as from a network: the slices before have been copied
-/// to the device by then.
+/// sent 100 ms later, as from a network.
 fn paced_x_request(
     id: &str,
     p: &str,
@@ -263,23 +262,14 @@ async fn binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y() {
     // (straight to and from the device) or shared ones (the kernels read x
     // and write y in place: these x and y are under the default bound, so
     // it is lowered to 0), with answers held so that later calls find the
-    // pools' buffers out and take heap ones; x whole and streamed; then the
-    // heap pools for comparison.
+    // pools' buffers out and take heap ones; then the heap pools for
+    // comparison.
     let test = "binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y";
-    let cases = [
-        ("pinned", "off"),
-        ("pinned", "on"),
-        ("shared", "off"),
-        ("shared", "on"),
-        ("heap", "off"),
-    ];
-    for (k, (pools, stream)) in cases.into_iter().enumerate() {
+    for (k, pools) in ["pinned", "shared", "heap"].into_iter().enumerate() {
         let flags = &[
             "--no-database",
             "--host-pools",
             pools,
-            "--stream-x",
-            stream,
             "--in-place-min-bytes",
             "0",
         ];
@@ -290,18 +280,18 @@ async fn binary_x_and_y_in_pinned_or_shared_host_pools_give_the_reference_y() {
         for p in ["f64", "f32"] {
             three_held_calls(&app, (&a, &id), p, 50, true).await;
             // One call alone: x and y in the pools' buffers, used in place
-            // when they are shared and x is not streamed.
+            // when they are shared.
             let x = random_x(a.ncols(), 70);
             let body = chunked(&le_bytes(&x, p), &ODD);
             let r = send(&app, x_request(&id, p, body, true, true)).await;
             check(&a, &x, &y_from(&r, p, true), p);
             let in_place = r.headers["x-in-place"].to_str().unwrap();
-            let want = pools == "shared" && stream == "off";
-            assert_eq!(in_place, want.to_string(), "{pools}, stream {stream}, {p}");
+            let want = pools == "shared";
+            assert_eq!(in_place, want.to_string(), "{pools}, {p}");
         }
         let kinds = host_buffers(&app, &id).await;
         let want = (pools == "pinned", pools == "shared");
-        assert_eq!(kinds, vec![want; 2], "{pools}, stream {stream}");
+        assert_eq!(kinds, vec![want; 2], "{pools}");
     }
 }
 
@@ -575,16 +565,11 @@ async fn slow_body_beside_a_quick_one(test: &str, flags: &[&str]) {
     check(&a, &slow_x, &y_from(&r, "f64", true), "f64");
 }
 
-/// A matrix wide enough that x spans several of the inflow's slices in
-/// both precisions (f32: 1.2 MB, f64: 2.4 MB), so most of x is uploaded
-/// while the rest still arrives.
+/// A matrix wide enough that x comes in many chunks in both precisions
+/// (f32: 1.2 MB, f64: 2.4 MB).
 const WIDE: (usize, usize) = (300, 300_000);
 
-/// x streamed to the device whatever its type (the default streams it only
-/// to a device that is not a CPU).
-const STREAM_X: &[&str] = &["--no-database", "--stream-x", "on"];
-
-/// Chunk sizes for a wide x: values split, slices completed mid-chunk.
+/// Chunk sizes for a wide x: values split across chunks.
 const WIDE_CHUNKS: [usize; 5] = [1, 100_003, 7, 262_147, 5];
 
 /// (the part of x's upload after its last byte, all of it) from a binary answer.
@@ -601,49 +586,10 @@ fn upload_split(r: &Resp) -> (f64, f64) {
     (h("x-upload-x-after-ms"), h("x-upload-x-ms"))
 }
 
-/// A wide x (from `seed`) in `WIDE_CHUNKS`, its last bytes late, y binary
-/// and checked; asserts that the matrix's inflow took it (less of the
-/// upload after the last byte than in all), i.e. that no other request
-/// holds the inflow.
-async fn wide_call_through_inflow(app: &Router, (a, id): (&Csr<f64>, &str), p: &str, seed: u64) {
-    let x = random_x(a.ncols(), seed);
-    let req = paced_x_request(id, p, &le_bytes(&x, p), true, seed.is_multiple_of(2));
-    let r = send(app, req).await;
-    check(a, &x, &y_from(&r, p, true), p);
-    let (after, all) = upload_split(&r);
-    assert!(
-        after < all,
-        "x was not uploaded while it arrived: {after} of {all} ms after"
-    );
-}
-
 #[tokio::test]
-async fn a_wide_x_is_uploaded_while_it_arrives_and_gives_the_reference_y() {
-    let test = "a_wide_x_is_uploaded_while_it_arrives_and_gives_the_reference_y";
-    let Some((app, a, id)) = with_matrix_on(test, STREAM_X, (WIDE.0, WIDE.1, 60)).await else {
-        return;
-    };
-    for p in ["f64", "f32"] {
-        for seed in 61..64 {
-            wide_call_through_inflow(&app, (&a, &id), p, seed).await;
-        }
-        // Binary x with a JSON y: the same path, y decoded from the bytes.
-        let x = random_x(a.ncols(), 64);
-        let r = send(&app, paced_x_request(&id, p, &le_bytes(&x, p), false, true)).await;
-        let t = &r.json()["timings_ms"];
-        let (after, all) = (
-            t["upload_x_after"].as_f64().unwrap(),
-            t["upload_x"].as_f64().unwrap(),
-        );
-        assert!(after < all, "{t}");
-        check(&a, &x, &y_from(&r, p, false), p);
-    }
-}
-
-#[tokio::test]
-async fn with_stream_x_off_a_wide_x_is_uploaded_whole_after_its_last_byte() {
-    let test = "with_stream_x_off_a_wide_x_is_uploaded_whole_after_its_last_byte";
-    let flags = &["--no-database", "--stream-x", "off"];
+async fn a_wide_x_is_uploaded_whole_after_its_last_byte() {
+    let test = "a_wide_x_is_uploaded_whole_after_its_last_byte";
+    let flags = &["--no-database"];
     let Some((app, a, id)) = with_matrix_on(test, flags, (WIDE.0, WIDE.1, 65)).await else {
         return;
     };
@@ -652,104 +598,6 @@ async fn with_stream_x_off_a_wide_x_is_uploaded_whole_after_its_last_byte() {
         let r = send(&app, paced_x_request(&id, p, &le_bytes(&x, p), true, true)).await;
         check(&a, &x, &y_from(&r, p, true), p);
         let (after, all) = upload_split(&r);
-        assert_eq!(
-            after, all,
-            "{p}: no inflow, so all of x's upload comes after it arrived"
-        );
-    }
-}
-
-#[tokio::test]
-async fn a_wide_x_of_the_wrong_length_or_not_finite_is_refused_and_the_inflow_serves_on() {
-    let test = "a_wide_x_of_the_wrong_length_or_not_finite_is_refused_and_the_inflow_serves_on";
-    let Some((app, a, id)) = with_matrix_on(test, STREAM_X, (WIDE.0, WIDE.1, 70)).await else {
-        return;
-    };
-    for p in ["f64", "f32"] {
-        let w = if p == "f32" { 4 } else { 8 };
-        let good = le_bytes(&random_x(a.ncols(), 71), p);
-        let short = good[..good.len() - 2 * w].to_vec();
-        let mut long = good.clone();
-        long.extend_from_slice(&good[..5 * w]);
-        for (body, found) in [(short, a.ncols() - 2), (long, a.ncols() + 5)] {
-            // Undeclared: refused only once the bytes (and slices) have come.
-            let r = send(
-                &app,
-                x_request(&id, p, chunked(&body, &WIDE_CHUNKS), true, false),
-            )
-            .await;
-            let msg = r.error_of(422, "x_length");
-            assert!(msg.contains(&format!("x has {found} entries")), "{msg}");
-            assert!(msg.contains(&format!("{} columns", a.ncols())), "{msg}");
-            wide_call_through_inflow(&app, (&a, &id), p, 72).await;
-        }
-        // A bad value in the second slice, cut across chunks, after the
-        // first slice went to the device.
-        let at = (engine::INFLOW_SLICE + 3 * engine::INFLOW_SLICE / 4) / w;
-        let mut x = random_x(a.ncols(), 73);
-        x[at] = f64::INFINITY;
-        let bytes = le_bytes(&x, p);
-        let cut = at * w + w / 2;
-        let body = vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()];
-        let r = send(&app, x_request(&id, p, body, true, false)).await;
-        let msg = r.error_of(422, "non_finite");
-        assert!(msg.contains(&format!("x[{at}] = inf")), "{msg}");
-        wide_call_through_inflow(&app, (&a, &id), p, 74).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_wide_calls_on_one_matrix_each_get_their_own_y() {
-    let test = "concurrent_wide_calls_on_one_matrix_each_get_their_own_y";
-    let Some((app, a, id)) = with_matrix_on(test, STREAM_X, (WIDE.0, WIDE.1, 80)).await else {
-        return;
-    };
-    for p in ["f64", "f32"] {
-        // A slow body holds the inflow with two slices already on the device ...
-        let slow_x = random_x(a.ncols(), 81);
-        let bytes = le_bytes(&slow_x, p);
-        let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
-        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv()
-                .await
-                .map(|c| (Ok::<_, Infallible>(Bytes::from(c)), rx))
-        });
-        let slow = Request::post(format!("/spmv?matrix_id={id}&precision={p}"))
-            .header("content-type", "application/octet-stream")
-            .header("accept", "application/octet-stream")
-            .body(Body::from_stream(stream))
-            .unwrap();
-        let app2 = app.clone();
-        let slow = tokio::spawn(async move { send(&app2, slow).await });
-        let cut = 2 * engine::INFLOW_SLICE + 3;
-        tx.send(bytes[..cut].to_vec()).await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        // ... while three others with their own x run at once, and finish.
-        let quick: Vec<_> = (0..3)
-            .map(|k| {
-                let (app, id, a) = (app.clone(), id.clone(), a.clone());
-                let p = p.to_string();
-                tokio::spawn(async move {
-                    let x = random_x(a.ncols(), 90 + k);
-                    let body = chunked(&le_bytes(&x, &p), &WIDE_CHUNKS);
-                    let r = send(&app, x_request(&id, &p, body, true, false)).await;
-                    check(&a, &x, &y_from(&r, &p, true), &p);
-                })
-            })
-            .collect();
-        for q in quick {
-            q.await.unwrap();
-        }
-        tx.send(bytes[cut..].to_vec()).await.unwrap();
-        drop(tx);
-        let r = slow.await.unwrap();
-        check(&a, &slow_x, &y_from(&r, p, true), p);
-        let (after, all) = upload_split(&r);
-        assert!(
-            after < all,
-            "the slow call held the inflow: {after} of {all} ms"
-        );
-        // The inflow is back for the next call.
-        wide_call_through_inflow(&app, (&a, &id), p, 95).await;
+        assert_eq!(after, all, "{p}: all of x's upload comes after it arrived");
     }
 }

@@ -27,7 +27,7 @@ use crate::planner::{PlanView, Planned};
 use crate::request::{read_spmv, Source};
 use crate::state::{
     cast_checked, device_bytes, execute_blocking, upload_blocking, AppState, Executed, Ready,
-    StoredMatrix, XSetup, YVec,
+    StoredMatrix, YVec,
 };
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, MatchedPath, Path, Request, State};

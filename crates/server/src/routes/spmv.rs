@@ -133,12 +133,12 @@ async fn execute_cached(
                 ("x-precision" = String, description = "Binary y: f32 or f64 (the width of each value of y)"),
                 ("x-kernel-ms" = f64, description = "Binary y: device kernel time (OpenCL profiling)"),
                 ("x-device-ms" = f64, description = "Binary y: x upload + kernels + y download"),
-                ("x-upload-x-ms" = f64, description = "Binary y: x upload (OpenCL profiling; binary x by matrix_id streamed (--stream-x): every slice, most uploaded while x arrived)"),
-                ("x-upload-x-after-ms" = f64, description = "Binary y: the part of x's upload after its last byte arrived (the last slice of binary x by matrix_id when streamed; else all of it)"),
+                ("x-upload-x-ms" = f64, description = "Binary y: x upload (OpenCL profiling)"),
+                ("x-upload-x-after-ms" = f64, description = "Binary y: the part of x's upload after its last byte arrived (x is uploaded whole once it has all arrived, so this equals x-upload-x-ms)"),
                 ("x-download-y-ms" = f64, description = "Binary y: y download (OpenCL profiling)"),
                 ("x-in-place" = bool, description = "Binary y: whether the kernels read x and wrote y where the request and the answer hold them (shared host pools, by default on a CPU device): no copy of either; x-upload-x-ms and x-download-y-ms are then the unmap of x and the map of y"),
                 ("x-server-ms" = f64, description = "Binary y: the whole request inside the server"),
-                ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body (binary x by matrix_id on a device: received straight into the buffer x's upload reads, each value checked as it arrives, its completed slices uploaded meanwhile where x is streamed; a first use's set-up not counted)"),
+                ("x-read-ms" = f64, description = "Binary y: receiving and parsing the request body (binary x by matrix_id on a device: received straight into the buffer x's upload reads, each value checked as it arrives; a first use's set-up not counted)"),
                 ("x-gbps" = f64, description = "Binary y: minimum bytes of one SpMV / kernel time"),
                 ("x-plan-scheme" = String, description = "Binary y: the plan's scheme (single or U)"),
                 ("x-expected-calls" = u64, description = "Binary y: the calls the plan was chosen for"),
@@ -173,7 +173,7 @@ pub async fn spmv(r: Incoming) -> Result<Response, ApiError> {
         Source::Ready(_, setup) => *setup,
         _ => None,
     };
-    // (binary x streamed for an uploaded matrix: less a first use's set-up)
+    // (binary x received for an uploaded matrix: less a first use's set-up)
     let read_ms = ms(t0) - prepared.unwrap_or(0.0);
     let p = req.precision;
     let x = Arc::new(req.x);
@@ -310,7 +310,7 @@ async fn execute_once(
     let (m2, x2, pl2) = (m.clone(), x.clone(), planned.clone());
     let exec: Executed = s
         .on_device(move |e| {
-            let b = upload_blocking(e, &m2.host, p, &pl2, XSetup::default())?;
+            let b = upload_blocking(e, &m2.host, p, &pl2, crate::config::PoolKind::Heap)?;
             execute_blocking(e, &b, &x2, bytes_y)
         })
         .await?;

@@ -13,6 +13,16 @@ For each matrix and precision, two figures (ms per y = A x, CUDA events):
                stream capture is not available).
 Each figure is the median of --samples samples, each sample timing --calls
 back-to-back calls (auto: enough for about 10 ms) after --warmup calls.
+
+Then both of cuSPARSE's CSR algorithms (alg1: CUSPARSE_SPMV_CSR_ALG1, the
+default; alg2: CUSPARSE_SPMV_CSR_ALG2), each timed the two ways `spmv bench`
+times our plans:
+  ms_call_<alg>     (a) one call between two CUDA events, median of --samples;
+  ms_graph100_<alg> (b) a CUDA graph of --graph-calls (100) calls replayed,
+                    its time / 100, median of --samples;
+  ms_b2b, ms_call, best_alg: the faster algorithm by (b), with its (a).
+The headline ratio against our plan divides by ms_b2b beside `spmv bench`'s
+b2b_ms (both sides: 100 calls back to back, one wait at the end).
 GB/s (of the faster cusparseSpMV figure) uses the same minimum-bytes model as `spmv bench`:
 (m+1)*4 + nnz*(4+V) + n*V + m*V bytes, V = 4 (f32) or 8 (f64).
 
@@ -167,10 +177,25 @@ def calls_for(cupy, fn, requested):
     return int(min(2000, max(10, 10.0 / one)))
 
 
+ALGORITHMS = (
+    # (column suffix, names of the constant in the bindings, newest first)
+    ("alg1", ("CUSPARSE_SPMV_CSR_ALG1", "CUSPARSE_SPMV_ALG_DEFAULT", "CUSPARSE_MV_ALG_DEFAULT")),
+    ("alg2", ("CUSPARSE_SPMV_CSR_ALG2", "CUSPARSE_CSRMV_ALG2")),
+)
+
+
+def algorithm(lib, names):
+    """The first of `names` the bindings define (KeyError when none)."""
+    for n in names:
+        if hasattr(lib, n):
+            return getattr(lib, n)
+    raise KeyError(f"none of {', '.join(names)} in the cuSPARSE bindings")
+
+
 class RawSpMV:
     """cusparseSpMV with descriptors and work buffer made once."""
 
-    def __init__(self, cupy, a, x, y):
+    def __init__(self, cupy, a, x, y, alg_names=None):
         import numpy as np
         from cupy.cuda import device
         from cupyx import cusparse
@@ -190,7 +215,10 @@ class RawSpMV:
         self.op = lib.CUSPARSE_OPERATION_NON_TRANSPOSE
         self.alpha = np.array(1.0, dtype=a.dtype)
         self.beta = np.array(0.0, dtype=a.dtype)
-        self.alg = getattr(lib, "CUSPARSE_SPMV_ALG_DEFAULT", getattr(lib, "CUSPARSE_MV_ALG_DEFAULT", 0))
+        if alg_names is None:
+            self.alg = getattr(lib, "CUSPARSE_SPMV_ALG_DEFAULT", getattr(lib, "CUSPARSE_MV_ALG_DEFAULT", 0))
+        else:
+            self.alg = algorithm(lib, alg_names)
         # Keep the descriptors (and what they point to) alive.
         self.a, self.x, self.y = a, x, y
         self.da = cusparse.SpMatDescriptor.create(a)
@@ -269,6 +297,51 @@ class RawSpMV:
             self.lib.setStream(self.handle, before)
 
 
+def one_call_ms(cupy, fn, samples, warmup):
+    """(a): the median over samples of one call between two CUDA events."""
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    out = []
+    for _ in range(samples):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(cupy.cuda.get_elapsed_time(start, end))
+    return median(out)
+
+
+def bench_algorithms(cupy, a, x, y, check, row, args):
+    """Both CSR algorithms by (a) and (b) into `row`, and the faster by (b).
+    An algorithm the bindings or the library refuse is said and left empty."""
+    best = None
+    for suffix, names in ALGORITHMS:
+        row[f"ms_call_{suffix}"] = row[f"ms_graph100_{suffix}"] = ""
+        try:
+            raw = RawSpMV(cupy, a, x, y, names)
+            y.fill(0)
+            raw()
+            check(f"cusparseSpMV {suffix}", y.get())
+            call = one_call_ms(cupy, raw, args.samples, args.warmup)
+            y.fill(0)
+            cupy.cuda.Device().synchronize()
+            b2b = raw.graph_ms(cupy, args.graph_calls, args.samples, args.warmup)
+            check(f"cusparseSpMV {suffix} replayed from the CUDA graph", y.get())
+        except Exception as e:
+            print(f"cusparse_bench: {row['matrix']} {row['precision']}: {suffix} not timed "
+                  f"({type(e).__name__}: {e})", file=sys.stderr)
+            continue
+        row[f"ms_call_{suffix}"] = f"{call:.6f}"
+        row[f"ms_graph100_{suffix}"] = f"{b2b:.6f}"
+        if best is None or b2b < best[1]:
+            best = (suffix, b2b, call)
+    row["best_alg"], row["ms_b2b"], row["ms_call"] = (
+        (best[0], f"{best[1]:.6f}", f"{best[2]:.6f}") if best else ("", "", ""))
+    return best is not None
+
+
 def bench_one(cupy, name, host, precision, args):
     """One CSV row for a matrix in one precision (checked against scipy) and
     whether the raw cusparseSpMV could be timed."""
@@ -321,7 +394,12 @@ def bench_one(cupy, name, host, precision, args):
             print(f"cusparse_bench: {name} {precision}: CUDA graph timing unavailable "
                   f"({type(e).__name__}: {e})", file=sys.stderr)
         row["gbps"] = f"{min_bytes(h.shape[0], h.shape[1], h.nnz, vb) / (best * 1e-3) / 1e9:.3f}"
-    return row, raw is not None
+    algs_ok = bench_algorithms(cupy, a, x, y, check, row, args) if raw is not None else False
+    if raw is None:
+        for suffix, _ in ALGORITHMS:
+            row[f"ms_call_{suffix}"] = row[f"ms_graph100_{suffix}"] = ""
+        row["best_alg"] = row["ms_b2b"] = row["ms_call"] = ""
+    return row, raw is not None and algs_ok
 
 
 def cases(args):
@@ -343,6 +421,11 @@ def dry_run(todo, precisions):
     return 0
 
 
+FIELDS = ["matrix", "precision", "nnz", "ms_cupy", "ms_spmv_raw", "ms_spmv_graph", "gbps", "calls",
+          "ms_call_alg1", "ms_graph100_alg1", "ms_call_alg2", "ms_graph100_alg2",
+          "ms_b2b", "ms_call", "best_alg"]
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="*", help="Matrix Market files or folders (.mtx, .mtx.gz)")
@@ -352,6 +435,8 @@ def parse_args(argv):
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--calls", type=int, default=0, help="calls per sample (0: about 10 ms)")
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--graph-calls", type=int, default=100,
+                    help="calls in the CUDA graph of method (b) (as spmv bench --back-to-back)")
     ap.add_argument("--out", help="CSV file (default: standard output)")
     ap.add_argument("--dry-run", action="store_true", help="read and describe, time nothing")
     return ap.parse_args(argv)
@@ -375,7 +460,7 @@ def main(argv):
         print(f"cusparse_bench: SKIPPED: {why}; no cuSPARSE figures", file=sys.stderr)
         return EXIT_SKIPPED
     out = open(args.out, "w", newline="") if args.out else sys.stdout
-    fields = ["matrix", "precision", "nnz", "ms_cupy", "ms_spmv_raw", "ms_spmv_graph", "gbps", "calls"]
+    fields = FIELDS
     w = csv.DictWriter(out, fieldnames=fields)
     w.writeheader()
     failed = 0

@@ -141,6 +141,75 @@ class TimingLoop(unittest.TestCase):
         self.assertEqual(row["nnz"], 1777)
         self.assertGreater(float(row["ms_cupy"]), 0.0)
         self.assertEqual(row["ms_spmv_raw"], "")
+        self.assertEqual(set(row), set(cb.FIELDS))
+        self.assertEqual((row["ms_b2b"], row["best_alg"]), ("", ""))
+
+    def test_both_algorithms_by_a_and_b_and_the_faster_by_b(self):
+        import types
+
+        import numpy as np
+
+        fake = FakeCupy()
+        fake.cuda.Device = lambda: types.SimpleNamespace(synchronize=lambda: None)
+        host = cb.read_csr(os.path.join(DATA, "HB__can_229.mtx.gz"))
+        x = np.linspace(-1, 1, host.shape[1])
+        want = host @ x
+        y = np.zeros(host.shape[0])
+
+        class FakeRaw:
+            """alg1 answers right in 3 ms per graph call, alg2 in 2 ms; an
+            algorithm named `refused` fails as a library without it would."""
+
+            graph = {"alg1": 3.0, "alg2": 2.0}
+
+            def __init__(self, cupy, a, xx, yy, names):
+                suffix = {n: s for s, ns in cb.ALGORITHMS for n in ns}[names[0]]
+                if suffix in FakeRaw.refused:
+                    raise KeyError("not in the bindings")
+                self.suffix = suffix
+
+            def __call__(self):
+                y[:] = want
+
+            def graph_ms(self, cupy, calls, samples, warmup):
+                assert calls == 100
+                self()  # the replayed calls write y too
+                return FakeRaw.graph[self.suffix]
+
+        checked = []
+
+        def check(label, got):
+            checked.append(label)
+            np.testing.assert_allclose(got, want)
+
+        saved = cb.RawSpMV
+        cb.RawSpMV = FakeRaw
+        try:
+            args = cb.parse_args(["--samples", "3", "--warmup", "1"])
+            # y on the "device": filled, read back with .get() as CuPy's is.
+            yy = types.SimpleNamespace(fill=y.fill, get=lambda: y.copy())
+            for refused, best in [((), "alg2"), (("alg2",), "alg1"), (("alg1", "alg2"), "")]:
+                FakeRaw.refused = refused
+                row = {"matrix": "m", "precision": "f64"}
+                err = io.StringIO()
+                with redirect_stderr(err):
+                    ok = cb.bench_algorithms(fake, None, x, yy, check, row, args)
+                self.assertEqual(ok, best != "", refused)
+                self.assertEqual(row["best_alg"], best, refused)
+                for suffix in ("alg1", "alg2"):
+                    timed = suffix not in refused
+                    self.assertEqual(row[f"ms_graph100_{suffix}"] != "", timed, row)
+                    self.assertEqual(row[f"ms_call_{suffix}"] != "", timed, row)
+                    if not timed:
+                        self.assertIn(f"{suffix} not timed", err.getvalue())
+                if best:
+                    self.assertEqual(float(row["ms_b2b"]), FakeRaw.graph[best])
+                    self.assertEqual(row["ms_call"], row[f"ms_call_{best}"])
+                else:
+                    self.assertEqual(row["ms_b2b"], "")
+        finally:
+            cb.RawSpMV = saved
+        self.assertIn("cusparseSpMV alg2 replayed from the CUDA graph", checked)
 
 
 if __name__ == "__main__":

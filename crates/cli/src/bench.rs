@@ -66,6 +66,12 @@ pub struct Args {
     /// Only these kernels (comma-separated names); default every kernel.
     #[arg(long)]
     pub kernels: Option<String>,
+    /// Calls per round of the back-to-back timing (the plan enqueued N times,
+    /// then one finish; wall time / N), as a library is timed by replaying a
+    /// graph of N calls; 0 skips it. Fewer calls when N of them would exceed
+    /// --budget-ms (the CSV's b2b_calls says how many).
+    #[arg(long, default_value_t = 100)]
+    pub back_to_back: usize,
 }
 
 /// One measured line.
@@ -82,6 +88,8 @@ struct Line {
     /// at most 1 is a correct answer, whatever the cancellation in y.
     err_vs_bound: f64,
     ok: bool,
+    /// Back-to-back wall time per call (`None`: not timed so, e.g. on the CPU).
+    b2b: Option<engine::BackToBack>,
 }
 
 /// One row of `spmv bench --csv`; the field names are the header
@@ -112,6 +120,12 @@ struct CsvLine<'a> {
     #[serde(serialize_with = "fixed::<_, 4>")]
     ci_rel: f64,
     converged: bool,
+    /// Median over rounds of the wall time of `b2b_calls` calls enqueued back
+    /// to back (one finish) divided by `b2b_calls`: method (b) of the campaign
+    /// report, comparable with cuSPARSE's graph replay. Empty when not timed.
+    #[serde(serialize_with = "fixed_or_empty::<_, 6>")]
+    b2b_ms: f64,
+    b2b_calls: usize,
 }
 
 impl<'a> CsvLine<'a> {
@@ -132,8 +146,18 @@ impl<'a> CsvLine<'a> {
             ok: l.ok,
             ci_rel: l.stats.ci_rel,
             converged: l.stats.converged,
+            b2b_ms: l.b2b.as_ref().map_or(f64::NAN, |b| b.median_ms),
+            b2b_calls: l.b2b.as_ref().map_or(0, |b| b.calls),
         }
     }
+}
+
+/// Like [`fixed`], but an empty cell for a figure that was not measured (NaN).
+fn fixed_or_empty<S: serde::Serializer, const N: usize>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_nan() {
+        return s.serialize_str("");
+    }
+    fixed::<S, N>(v, s)
 }
 
 /// A number with `N` decimals (a short, stable cell instead of every digit).
@@ -241,6 +265,7 @@ impl Ctx<'_> {
             stats,
             err_vs_bound,
             ok,
+            b2b: None,
         }
     }
 
@@ -256,7 +281,7 @@ impl Ctx<'_> {
         if !self.wrote_header {
             let _ = writeln!(
                 out,
-                "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>7} {:>4} {:>8} {:>6} {:>8} {:>10}",
+                "{:<40} {:<22} {:<4} {:>11} {:>10} {:>6} {:>7} {:>4} {:>8} {:>6} {:>8} {:>10} {:>10}",
                 "matrix",
                 "kernel",
                 "prec",
@@ -268,13 +293,14 @@ impl Ctx<'_> {
                 "GB/s",
                 "bound",
                 "GFLOP/s",
-                "err/bound"
+                "err/bound",
+                "b2b_ms"
             );
             self.wrote_header = true;
         }
         let _ = writeln!(
             out,
-            "{:<40} {:<22} {:<4} {:>11} {:>10.4} {:>5.1}% {:>7} {:>4} {:>8.2} {:>5.1}% {:>8.3} {:>10.2e}{}",
+            "{:<40} {:<22} {:<4} {:>11} {:>10.4} {:>5.1}% {:>7} {:>4} {:>8.2} {:>5.1}% {:>8.3} {:>10.2e} {:>10}{}",
             truncate(&l.matrix, 40),
             l.kernel,
             l.precision,
@@ -287,6 +313,9 @@ impl Ctx<'_> {
             l.bound_fraction * 100.0,
             l.gflops,
             l.err_vs_bound,
+            l.b2b
+                .as_ref()
+                .map_or("-".to_string(), |b| format!("{:.4}", b.median_ms)),
             if l.ok { "" } else { "  WRONG" }
         );
         let _ = out.flush();
@@ -294,7 +323,7 @@ impl Ctx<'_> {
     }
 
     /// Times a prepared plan: one checked run (also the first warm-up), then
-    /// repetitions within the budget.
+    /// repetitions within the budget, then the back-to-back rounds.
     fn measure<T: DeviceScalar>(
         &self,
         m: &engine::DeviceMatrix<T>,
@@ -302,7 +331,7 @@ impl Ctx<'_> {
         a: &Csr<T>,
         x: &[T],
         y_ref: &[T],
-    ) -> Result<(TimeStats, f64, bool)> {
+    ) -> Result<(TimeStats, f64, bool, Option<engine::BackToBack>)> {
         let (y, t) = self.engine.execute(m, pp, x)?;
         let c = compare(a, x, &y, y_ref);
         // The checked call above was the first warm-up.
@@ -318,7 +347,26 @@ impl Ctx<'_> {
         let st = self
             .engine
             .measure(m, pp, x, &policy, t.kernel_ms().max(1e-3))?;
-        Ok((st, c.worst_bound_ratio, c.ok()))
+        let b2b = self.back_to_back(m, pp, x, st.wall_median_ms)?;
+        Ok((st, c.worst_bound_ratio, c.ok(), b2b))
+    }
+
+    /// The back-to-back rounds (`--back-to-back` calls each, fewer when they
+    /// would exceed the budget), given one call's wall time (ms).
+    fn back_to_back<T: DeviceScalar>(
+        &self,
+        m: &engine::DeviceMatrix<T>,
+        pp: &engine::PreparedPlan<T>,
+        x: &[T],
+        call_ms: f64,
+    ) -> Result<Option<engine::BackToBack>> {
+        if self.args.back_to_back == 0 {
+            return Ok(None);
+        }
+        const ROUNDS: usize = 3;
+        let fit = (self.args.budget_ms / ROUNDS as f64 / call_ms.max(1e-4)) as usize;
+        let calls = self.args.back_to_back.min(fit.max(1));
+        Ok(Some(self.engine.back_to_back(m, pp, x, calls, ROUNDS)?))
     }
 
     fn bench_matrix<T: DeviceScalar>(&mut self, name: &str, a64: &Csr<f64>) -> Result<()> {
@@ -329,9 +377,12 @@ impl Ctx<'_> {
         let mut singles: Vec<(String, f64)> = Vec::new();
         for &k in &self.kernels.clone() {
             let pp = self.engine.prepare_kernel(&m, k)?;
-            let (st, err, ok) = self.measure(&m, &pp, &a, &x, &y_ref)?;
+            let (st, err, ok, b2b) = self.measure(&m, &pp, &a, &x, &y_ref)?;
             singles.push((k.name(), st.median_ms));
-            let l = self.line(name, k.name(), &a, st, err, ok);
+            let l = Line {
+                b2b,
+                ..self.line(name, k.name(), &a, st, err, ok)
+            };
             self.emit(l);
         }
         self.bench_cpu_parallel(name, &a, &x, &y_ref);
@@ -416,7 +467,7 @@ impl Ctx<'_> {
         let nbins = plan.kernels.len();
         for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
             let pp = self.engine.prepare_binned(m, &binning, &plan, mode)?;
-            let (st, err, ok) = self.measure(m, &pp, a, x, y_ref)?;
+            let (st, err, ok, b2b) = self.measure(m, &pp, a, x, y_ref)?;
             let label = format!(
                 "plan_u{}_{}({}b/{}l)",
                 scheme,
@@ -428,7 +479,10 @@ impl Ctx<'_> {
                 nbins,
                 pp.launches().len()
             );
-            let l = self.line(name, label, a, st, err, ok);
+            let l = Line {
+                b2b,
+                ..self.line(name, label, a, st, err, ok)
+            };
             self.emit(l);
         }
         Ok(())

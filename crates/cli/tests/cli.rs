@@ -197,8 +197,10 @@ fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
     // scripts/gpu-campaign.sh and the reports read these columns by name.
     assert_eq!(
         header.join(","),
-        "matrix,kernel,precision,nnz,median_ms,min_ms,spread,reps,gbps,bound_fraction,gflops,err_vs_bound,ok,ci_rel,converged"
+        "matrix,kernel,precision,nnz,median_ms,min_ms,spread,reps,gbps,bound_fraction,gflops,err_vs_bound,ok,ci_rel,converged,b2b_ms,b2b_calls"
     );
+    let b2b_col = header.iter().position(|h| *h == "b2b_ms").unwrap();
+    let calls_col = header.iter().position(|h| *h == "b2b_calls").unwrap();
     let ci_col = header.iter().position(|h| *h == "ci_rel").unwrap();
     let conv_col = header.iter().position(|h| *h == "converged").unwrap();
     let ok_col = header.iter().position(|h| *h == "ok").expect("ok column");
@@ -219,6 +221,14 @@ fn bench_prints_one_correct_line_per_kernel_with_csv_columns() {
         let ci: f64 = r[ci_col].parse().unwrap();
         if r[conv_col] == "true" {
             assert!(ci <= 0.02, "{r:?}");
+        }
+        // Back-to-back calls (method (b)) on every device line, none on the CPU's.
+        if r[1] == "cpu_parallel" {
+            assert_eq!((r[b2b_col], r[calls_col]), ("", "0"), "{r:?}");
+        } else {
+            let (ms, calls): (f64, usize) =
+                (r[b2b_col].parse().unwrap(), r[calls_col].parse().unwrap());
+            assert!(ms > 0.0 && (1..=100).contains(&calls), "{r:?}");
         }
     }
     assert!(

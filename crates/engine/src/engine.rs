@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-pub use crate::timing::{TimeStats, TimingPolicy};
+pub use crate::timing::{BackToBack, TimeStats, TimingPolicy};
 
 /// Buffers one call's launches use in place of the matrix's own x and y
 /// (`None`: the matrix's own), each of the matrix's size.
@@ -921,6 +921,41 @@ impl Engine {
             }
             Ok(())
         })
+    }
+
+    /// Back-to-back calls, timed as a caller that keeps the device busy sees
+    /// them: x uploaded once, one warm-up call, then `rounds` times `calls`
+    /// executions of the plan enqueued one after the other with a single
+    /// `finish` at the end; each round's wall time divided by `calls`. This is
+    /// the figure comparable with a library timed by replaying a graph of
+    /// `calls` calls (launch gaps included, no host round trip per call),
+    /// where [`Engine::measure`] gives the device time of one call.
+    pub fn back_to_back<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        x: &[T],
+        calls: usize,
+        rounds: usize,
+    ) -> Result<BackToBack> {
+        self.check_call(m, pp, x)?;
+        let (calls, rounds) = (calls.max(1), rounds.max(1));
+        let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
+        copy_into(x)(&mut st.x[..m.ncols])?;
+        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
+        self.upload_staged_x(m, &st, None)?;
+        self.enqueue_all(&steps)?;
+        self.queue.finish()?;
+        let mut per_call = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t0 = Instant::now();
+            for _ in 0..calls {
+                self.enqueue_all(&steps)?;
+            }
+            self.queue.finish()?;
+            per_call.push(t0.elapsed().as_secs_f64() * 1e3 / calls as f64);
+        }
+        Ok(BackToBack::of(calls, per_call))
     }
 
     /// Convenience: y = A x with one kernel on the whole matrix.

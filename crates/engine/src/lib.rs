@@ -47,7 +47,7 @@ pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, P
 pub use matrix::{min_bytes, DeviceMatrix};
 pub use prepared::{launch_key, LaunchInfo, LaunchKey, LaunchMode, PreparedPlan};
 pub use shared::SharedView;
-pub use timing::{engine_version, TimeStats, TimingPolicy, TIMING_VERSION};
+pub use timing::{engine_version, BackToBack, TimeStats, TimingPolicy, TIMING_VERSION};
 
 #[cfg(test)]
 mod tests {

@@ -197,6 +197,33 @@ impl TimeStats {
     }
 }
 
+/// [`crate::Engine::back_to_back`]'s figures: rounds of `calls` executions
+/// enqueued back to back with one `finish`, as wall time per call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackToBack {
+    /// Calls enqueued per round.
+    pub calls: usize,
+    /// Rounds timed.
+    pub rounds: usize,
+    /// Median over the rounds of wall time / calls, ms.
+    pub median_ms: f64,
+    /// Fastest round's wall time / calls, ms.
+    pub min_ms: f64,
+}
+
+impl BackToBack {
+    /// The figures of per-call times `per_call` (ms, one per round).
+    pub fn of(calls: usize, mut per_call: Vec<f64>) -> BackToBack {
+        per_call.sort_by(f64::total_cmp);
+        BackToBack {
+            calls,
+            rounds: per_call.len(),
+            median_ms: quantile(&per_call, 0.5),
+            min_ms: per_call.first().copied().unwrap_or(f64::NAN),
+        }
+    }
+}
+
 /// Runs the adaptive loop: `sample(n, kernel, wall)` appends `n` timed
 /// repetitions (ms); the first batch is `first` repetitions, then batches of
 /// [`TimingPolicy::next_batch`] until the CI target, the repetitions or the

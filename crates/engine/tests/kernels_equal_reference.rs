@@ -342,6 +342,34 @@ fn repeated_calls_give_bit_identical_results() {
     }
 }
 
+/// Method (b) of the campaign: the plan enqueued N times with one finish.
+/// Every kernel and a binned plan: the figures are sane, the calls leave y as
+/// one call computes it, and a wrong x is refused before anything is enqueued.
+#[test]
+fn back_to_back_calls_are_timed_and_leave_the_right_y() {
+    let Some(e) = engine() else { return };
+    let a = rows_of_lengths(&[3, 2_000, 0, 7, 900, 1, 5_000, 2], 6_000, 31);
+    let x = x_for(a.ncols(), 32);
+    let y_ref = spmv_ref(&a, &x).unwrap();
+    let m = e.upload(&a).unwrap();
+    let binning = Binning::new(a.row_ptr(), Scheme::Granularity(2));
+    let binned = Plan::uniform(&binning, KernelId::Vector);
+    let mut plans: Vec<_> = registry()
+        .iter()
+        .map(|k| e.prepare_kernel(&m, k.id).unwrap())
+        .collect();
+    plans.push(e.prepare(&m, &binned, LaunchMode::PerBin).unwrap());
+    for pp in &plans {
+        let b = e.back_to_back(&m, pp, &x, 7, 3).unwrap();
+        assert_eq!((b.calls, b.rounds), (7, 3), "{b:?}");
+        assert!(b.min_ms > 0.0 && b.min_ms <= b.median_ms, "{b:?}");
+        let (y, _) = e.execute(&m, pp, &x).unwrap();
+        assert!(compare(&a, &x, &y, &y_ref).ok(), "{:?}", pp.launches());
+    }
+    let short = vec![1.0; a.ncols() - 1];
+    assert!(e.back_to_back(&m, &plans[0], &short, 7, 3).is_err());
+}
+
 #[test]
 fn one_bin_alone_computes_its_rows_and_zeros_elsewhere() {
     let Some(e) = engine() else { return };

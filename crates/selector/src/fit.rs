@@ -247,6 +247,7 @@ pub fn fit_extended(
         driver: None,
         device_type: None,
         kernel_sources: None,
+        trained_on: Vec::new(),
     };
     let mut model = Model::new(card, fit1.tree, fit2.tree);
     let train1 = evaluate_stage1(&model, stage1)?;

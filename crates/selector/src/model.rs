@@ -82,6 +82,11 @@ pub struct ModelCard {
     /// before they were recorded); a service running other sources refuses the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_sources: Option<KernelSources>,
+    /// The matrices the trees were fitted on (corpus names, sorted), so that
+    /// an evaluation can leave them out: a held-out figure is one on matrices
+    /// the model never saw. Empty on cards written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trained_on: Vec<String>,
 }
 
 impl ModelCard {
@@ -150,6 +155,7 @@ impl ModelCard {
             driver: None,
             device_type: None,
             kernel_sources: None,
+            trained_on: Vec::new(),
         }
     }
 }

@@ -181,6 +181,7 @@ impl Finish<'_> {
             &self.identity,
             selector::KernelSources::of(engine::kernels::SOURCES),
         );
+        model.card.trained_on = trained_on(self.items, train);
         Ok(model)
     }
 
@@ -404,4 +405,13 @@ async fn from_store(
         row_ptr: a.row_ptr().to_vec(),
         labels,
     })))
+}
+
+/// The corpus names of the matrices `train` holds, sorted (the card's
+/// `trained_on`, which `trainer evaluate` leaves out).
+pub fn trained_on(items: &[Item], train: &[&Labelled]) -> Vec<String> {
+    let mut names: Vec<String> = train.iter().map(|l| items[l.item].name.clone()).collect();
+    names.sort();
+    names.dedup();
+    names
 }

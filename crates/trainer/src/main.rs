@@ -199,6 +199,11 @@ enum Command {
         /// The model file.
         #[arg(long)]
         model: PathBuf,
+        /// Also evaluate the matrices the model was trained on (its card's
+        /// `trained_on`); by default they are left out, so the figures are
+        /// held-out ones.
+        #[arg(long)]
+        include_trained: bool,
     },
 }
 
@@ -424,7 +429,10 @@ async fn main() -> Result<()> {
             extra,
             full_search,
         } => feature_study(&c, &db, &seeds, &extra, full_search).await,
-        Command::Evaluate { model } => evaluate(&c, &model).await,
+        Command::Evaluate {
+            model,
+            include_trained,
+        } => evaluate(&c, &model, include_trained).await,
     }
 }
 
@@ -856,7 +864,53 @@ fn kernel_sources() -> selector::KernelSources {
     selector::KernelSources::of(engine::kernels::SOURCES)
 }
 
-async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
+/// Leaves out of `items` the matrices the model's card says it was trained
+/// on (unless `include_trained`), saying how many; what the report records.
+fn held_out_items(
+    card: &selector::ModelCard,
+    items: Vec<corpus::Item>,
+    include_trained: bool,
+) -> (Vec<corpus::Item>, serde_json::Value) {
+    let total = items.len();
+    if card.trained_on.is_empty() {
+        eprintln!(
+            "evaluate: note: the model's card lists no training matrices (fitted before they \
+             were recorded): all {total} matrices are evaluated, and some may be ones it was \
+             trained on, so these are not held-out figures"
+        );
+        return (
+            items,
+            serde_json::json!({"split": "unknown", "evaluated": total}),
+        );
+    }
+    if include_trained {
+        eprintln!("evaluate: --include-trained: all {total} matrices, trained-on ones included");
+        return (
+            items,
+            serde_json::json!({"split": "trained included", "evaluated": total}),
+        );
+    }
+    let trained: std::collections::HashSet<&str> =
+        card.trained_on.iter().map(String::as_str).collect();
+    let kept: Vec<corpus::Item> = items
+        .into_iter()
+        .filter(|i| !trained.contains(i.name.as_str()))
+        .collect();
+    let left_out = total - kept.len();
+    eprintln!(
+        "evaluate: left out {left_out} of {total} matrices the model was trained on \
+         (--include-trained keeps them); {} held out",
+        kept.len()
+    );
+    let record = serde_json::json!({
+        "split": "the model's own (card trained_on)",
+        "left_out_trained": left_out,
+        "evaluated": kept.len(),
+    });
+    (kept, record)
+}
+
+async fn evaluate(c: &Common, model_path: &PathBuf, include_trained: bool) -> Result<()> {
     let model = selector::Model::load(model_path)
         .with_context(|| format!("loading model {}", model_path.display()))?;
     let precision: Precision = model.card.precision.parse().context("model precision")?;
@@ -864,12 +918,20 @@ async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
         .matrices
         .clone()
         .context("evaluate needs --matrices DIR (a folder of .mtx / .mtx.gz files)")?;
-    let mut items = corpus::real_items(&dir)?;
+    let items = corpus::real_items(&dir)?;
+    if items.is_empty() {
+        bail!("no .mtx or .mtx.gz files in {}", dir.display());
+    }
+    let (mut items, split) = held_out_items(&model.card, items, include_trained);
     if let Some(n) = c.limit {
         items.truncate(n);
     }
     if items.is_empty() {
-        bail!("no .mtx or .mtx.gz files in {}", dir.display());
+        bail!(
+            "every matrix in {} is one the model was trained on: nothing is held out \
+             (--include-trained evaluates them anyway)",
+            dir.display()
+        );
     }
     let env = Env::open(c.device.as_deref(), c.database.as_deref()).await?;
     let here = identity(env.engine.info());
@@ -924,7 +986,7 @@ async fn evaluate(c: &Common, model_path: &PathBuf) -> Result<()> {
         &rows,
         &model,
         &labelled,
-        serde_json::Value::Null,
+        serde_json::json!({ "held_out": split }),
     )?;
     evaluate_print(&rows);
     pipeline::print_summary(&tag, &summary);

@@ -163,12 +163,99 @@ async fn a_database_labelled_elsewhere_gives_models_without_a_device() {
         }
         assert!(csv.lines().skip(1).all(|l| l.ends_with(",stored")), "{csv}");
     }
+    evaluate_leaves_out_what_the_model_was_trained_on(&db, &name, dir.path(), &models);
     same_database_same_perf_bytes(&db, &name, &m, dir.path(), &models);
     only_the_performance_model_is_refitted(&db, &name, &m, dir.path(), &models);
     // A device name the database does not hold is refused, with the names it holds.
     let bad = fit_from_db(&db, "GPU that was never here", &m, &[]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains(&name));
+}
+
+/// The card lists the matrices the trees were fitted on, none of them among
+/// the held-out ones the report evaluated; `trainer evaluate` on the whole
+/// folder leaves them out and says how many, unless `--include-trained`.
+fn evaluate_leaves_out_what_the_model_was_trained_on(
+    db: &str,
+    name: &str,
+    dir: &Path,
+    models: &Path,
+) {
+    let file = models.join(trainer::pipeline::model_file_name(
+        name,
+        "f64".parse().unwrap(),
+    ));
+    let model = selector::Model::load(&file).unwrap();
+    let trained = &model.card.trained_on;
+    let fixtures = repo().join("crates/sparse/tests/data");
+    let all = trainer::corpus::real_items(&fixtures).unwrap();
+    assert!(
+        trained.len() >= 4 && trained.len() < all.len(),
+        "{trained:?} of {}",
+        all.len()
+    );
+    assert!(
+        trained.windows(2).all(|w| w[0] < w[1]),
+        "sorted: {trained:?}"
+    );
+    assert!(
+        trained.iter().all(|t| all.iter().any(|i| &i.name == t)),
+        "{trained:?}"
+    );
+    let evaluated = |csv: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(csv).unwrap();
+        text.lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap().to_string())
+            .collect()
+    };
+    let report = dir.join("report").join("evaluation_f64_all.csv");
+    let held_out = evaluated(&report);
+    assert!(!held_out.is_empty());
+    assert!(
+        held_out.iter().all(|m| !trained.contains(m)),
+        "{held_out:?}"
+    );
+
+    let (fd, md) = (fixtures.display().to_string(), file.display().to_string());
+    for (include, expect) in [(false, all.len() - trained.len()), (true, all.len())] {
+        let out_dir = dir.join(format!("evaluate-{include}"));
+        let od = out_dir.display().to_string();
+        let mut args = vec![
+            "evaluate",
+            "--model",
+            &md,
+            "--matrices",
+            &fd,
+            "--database",
+            db,
+            "--out",
+            &od,
+            "--min-reps",
+            "2",
+            "--max-reps",
+            "3",
+        ];
+        if include {
+            args.push("--include-trained");
+        }
+        let out = trainer(&args);
+        assert!(out.status.success(), "trainer evaluate failed");
+        let said = String::from_utf8_lossy(&out.stderr);
+        if include {
+            assert!(said.contains("--include-trained: all"), "{said}");
+        } else {
+            let want = format!("left out {} of {} matrices", trained.len(), all.len());
+            assert!(said.contains(&want), "{want} in {said}");
+        }
+        let rows = evaluated(&out_dir.join("evaluation_f64_evaluate.csv"));
+        assert_eq!(rows.len(), expect, "{rows:?}");
+        assert_eq!(
+            rows.iter().any(|m| trained.contains(m)),
+            include,
+            "{rows:?}"
+        );
+    }
 }
 
 /// Fits again from the same database and manifest into another folder: the

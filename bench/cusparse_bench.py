@@ -297,22 +297,6 @@ class RawSpMV:
             self.lib.setStream(self.handle, before)
 
 
-def one_call_ms(cupy, fn, samples, warmup):
-    """(a): the median over samples of one call between two CUDA events."""
-    for _ in range(warmup):
-        fn()
-    cupy.cuda.Device().synchronize()
-    out = []
-    for _ in range(samples):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        out.append(cupy.cuda.get_elapsed_time(start, end))
-    return median(out)
-
-
 def bench_algorithms(cupy, a, x, y, check, row, args):
     """Both CSR algorithms by (a) and (b) into `row`, and the faster by (b).
     An algorithm the bindings or the library refuse is said and left empty."""
@@ -324,7 +308,8 @@ def bench_algorithms(cupy, a, x, y, check, row, args):
             y.fill(0)
             raw()
             check(f"cusparseSpMV {suffix}", y.get())
-            call = one_call_ms(cupy, raw, args.samples, args.warmup)
+            # (a): one call between two CUDA events, median of the samples.
+            call = time_calls(cupy, raw, 1, args.samples, args.warmup)
             y.fill(0)
             cupy.cuda.Device().synchronize()
             b2b = raw.graph_ms(cupy, args.graph_calls, args.samples, args.warmup)

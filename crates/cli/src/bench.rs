@@ -366,7 +366,7 @@ impl Ctx<'_> {
         const ROUNDS: usize = 3;
         let fit = (self.args.budget_ms / ROUNDS as f64 / call_ms.max(1e-4)) as usize;
         let calls = self.args.back_to_back.min(fit.max(1));
-        Ok(Some(self.engine.back_to_back(m, pp, x, calls, ROUNDS)?))
+        Ok(Some(self.engine.back_to_back(m, pp, x, (calls, ROUNDS))?))
     }
 
     fn bench_matrix<T: DeviceScalar>(&mut self, name: &str, a64: &Csr<f64>) -> Result<()> {

@@ -924,8 +924,8 @@ impl Engine {
     }
 
     /// Back-to-back calls, timed as a caller that keeps the device busy sees
-    /// them: x uploaded once, one warm-up call, then `rounds` times `calls`
-    /// executions of the plan enqueued one after the other with a single
+    /// them: x uploaded once, one warm-up call, then (`calls`, `rounds`):
+    /// `rounds` times `calls` executions of the plan enqueued one after the other with a single
     /// `finish` at the end; each round's wall time divided by `calls`. This is
     /// the figure comparable with a library timed by replaying a graph of
     /// `calls` calls (launch gaps included, no host round trip per call),
@@ -935,8 +935,7 @@ impl Engine {
         m: &DeviceMatrix<T>,
         pp: &PreparedPlan<T>,
         x: &[T],
-        calls: usize,
-        rounds: usize,
+        (calls, rounds): (usize, usize),
     ) -> Result<BackToBack> {
         self.check_call(m, pp, x)?;
         let (calls, rounds) = (calls.max(1), rounds.max(1));

@@ -360,14 +360,14 @@ fn back_to_back_calls_are_timed_and_leave_the_right_y() {
         .collect();
     plans.push(e.prepare(&m, &binned, LaunchMode::PerBin).unwrap());
     for pp in &plans {
-        let b = e.back_to_back(&m, pp, &x, 7, 3).unwrap();
+        let b = e.back_to_back(&m, pp, &x, (7, 3)).unwrap();
         assert_eq!((b.calls, b.rounds), (7, 3), "{b:?}");
         assert!(b.min_ms > 0.0 && b.min_ms <= b.median_ms, "{b:?}");
         let (y, _) = e.execute(&m, pp, &x).unwrap();
         assert!(compare(&a, &x, &y, &y_ref).ok(), "{:?}", pp.launches());
     }
     let short = vec![1.0; a.ncols() - 1];
-    assert!(e.back_to_back(&m, &plans[0], &short, 7, 3).is_err());
+    assert!(e.back_to_back(&m, &plans[0], &short, (7, 3)).is_err());
 }
 
 #[test]

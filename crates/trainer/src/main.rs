@@ -965,9 +965,23 @@ async fn evaluate(c: &Common, model_path: &PathBuf, include_trained: bool) -> Re
         Some(k) => RuleClass::from_kind(k),
         None => RuleClass::from_kind(&env.engine.info().kind),
     };
-    let mut rows =
+    let rows =
         pipeline::evaluate_labelled(&env, class, &model, &items, &labelled, precision, &opts)
             .await?;
+    evaluate_report(c, &env, &model, &labelled, rows, split).await
+}
+
+/// `trainer evaluate`'s report: the peers' columns, the files and the summary
+/// of the evaluated rows; `split` says which matrices were left out.
+async fn evaluate_report(
+    c: &Common,
+    env: &Env,
+    model: &selector::Model,
+    labelled: &[&Labelled],
+    mut rows: Vec<trainer::evaluate::EvalRow>,
+    split: serde_json::Value,
+) -> Result<()> {
+    let precision: Precision = model.card.precision.parse().context("model precision")?;
     let copy_gbps = env
         .store
         .device(env.device)
@@ -980,14 +994,8 @@ async fn evaluate(c: &Common, model_path: &PathBuf, include_trained: bool) -> Re
     trainer::peers::annotate(&mut rows, precision, copy_gbps, cusparse.as_ref());
     let out = c.out.clone().unwrap_or_else(pipeline::default_report_dir);
     let tag = format!("{}_evaluate", precision.as_str());
-    let summary = pipeline::write_outputs(
-        &out,
-        &tag,
-        &rows,
-        &model,
-        &labelled,
-        serde_json::json!({ "held_out": split }),
-    )?;
+    let extra = serde_json::json!({ "held_out": split });
+    let summary = pipeline::write_outputs(&out, &tag, &rows, model, labelled, extra)?;
     evaluate_print(&rows);
     pipeline::print_summary(&tag, &summary);
     println!("report, CSV and plots in {}", out.display());

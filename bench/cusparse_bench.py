@@ -350,8 +350,9 @@ def bench_one(cupy, name, host, precision, args):
 
     cupy_call = lambda: a @ x  # noqa: E731
     check("A @ x", cupy_call().get())
-    row = {"matrix": name, "precision": precision, "nnz": h.nnz, "ms_spmv_raw": "",
-           "ms_spmv_graph": "", "gbps": ""}
+    # Every column empty until measured (an algorithm refused stays empty).
+    row = dict.fromkeys(FIELDS, "")
+    row.update({"matrix": name, "precision": precision, "nnz": h.nnz})
     try:
         raw = RawSpMV(cupy, a, x, y)
         raw()
@@ -379,12 +380,8 @@ def bench_one(cupy, name, host, precision, args):
             print(f"cusparse_bench: {name} {precision}: CUDA graph timing unavailable "
                   f"({type(e).__name__}: {e})", file=sys.stderr)
         row["gbps"] = f"{min_bytes(h.shape[0], h.shape[1], h.nnz, vb) / (best * 1e-3) / 1e9:.3f}"
-    algs_ok = bench_algorithms(cupy, a, x, y, check, row, args) if raw is not None else False
-    if raw is None:
-        for suffix, _ in ALGORITHMS:
-            row[f"ms_call_{suffix}"] = row[f"ms_graph100_{suffix}"] = ""
-        row["best_alg"] = row["ms_b2b"] = row["ms_call"] = ""
-    return row, raw is not None and algs_ok
+    algs_ok = raw is not None and bench_algorithms(cupy, a, x, y, check, row, args)
+    return row, algs_ok
 
 
 def cases(args):

@@ -896,6 +896,35 @@ impl Engine {
         warmup: usize,
         first: usize,
     ) -> Result<TimeStats> {
+        self.with_x_uploaded(m, pp, fill_x, warmup, |steps| {
+            crate::timing::adaptive(policy, first, |n, kern, wall| {
+                for _ in 0..n {
+                    let t0 = Instant::now();
+                    let events = self.enqueue_all(steps)?;
+                    self.queue.finish()?;
+                    wall.push(t0.elapsed().as_secs_f64() * 1e3);
+                    let mut ns = 0;
+                    for ev in &events {
+                        ns += event_ns(ev)?;
+                    }
+                    kern.push(ns as f64 * 1e-6);
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// The timing loops' set-up: x written by `fill_x` into the staging
+    /// buffer and uploaded once, `warmup` untimed calls, then `run` over the
+    /// plan's launches (staging and launches held until it returns).
+    fn with_x_uploaded<T: DeviceScalar, R>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        fill_x: impl FnOnce(&mut [T]) -> Result<()>,
+        warmup: usize,
+        run: impl FnOnce(&[Launch]) -> Result<R>,
+    ) -> Result<R> {
         if pp.matrix_id != m.id {
             return Err(EngineError::WrongMatrix);
         }
@@ -907,20 +936,7 @@ impl Engine {
             self.enqueue_all(&steps)?;
             self.queue.finish()?;
         }
-        crate::timing::adaptive(policy, first, |n, kern, wall| {
-            for _ in 0..n {
-                let t0 = Instant::now();
-                let events = self.enqueue_all(&steps)?;
-                self.queue.finish()?;
-                wall.push(t0.elapsed().as_secs_f64() * 1e3);
-                let mut ns = 0;
-                for ev in &events {
-                    ns += event_ns(ev)?;
-                }
-                kern.push(ns as f64 * 1e-6);
-            }
-            Ok(())
-        })
+        run(&steps)
     }
 
     /// Back-to-back calls, timed as a caller that keeps the device busy sees
@@ -939,22 +955,18 @@ impl Engine {
     ) -> Result<BackToBack> {
         self.check_call(m, pp, x)?;
         let (calls, rounds) = (calls.max(1), rounds.max(1));
-        let mut st = m.staging.lock().unwrap_or_else(|e| e.into_inner());
-        copy_into(x)(&mut st.x[..m.ncols])?;
-        let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
-        self.upload_staged_x(m, &st, None)?;
-        self.enqueue_all(&steps)?;
-        self.queue.finish()?;
-        let mut per_call = Vec::with_capacity(rounds);
-        for _ in 0..rounds {
-            let t0 = Instant::now();
-            for _ in 0..calls {
-                self.enqueue_all(&steps)?;
+        self.with_x_uploaded(m, pp, copy_into(x), 1, |steps| {
+            let mut per_call = Vec::with_capacity(rounds);
+            for _ in 0..rounds {
+                let t0 = Instant::now();
+                for _ in 0..calls {
+                    self.enqueue_all(steps)?;
+                }
+                self.queue.finish()?;
+                per_call.push(t0.elapsed().as_secs_f64() * 1e3 / calls as f64);
             }
-            self.queue.finish()?;
-            per_call.push(t0.elapsed().as_secs_f64() * 1e3 / calls as f64);
-        }
-        Ok(BackToBack::of(calls, per_call))
+            Ok(BackToBack::of(calls, per_call))
+        })
     }
 
     /// Convenience: y = A x with one kernel on the whole matrix.

@@ -349,20 +349,20 @@ pub fn upload_blocking(
         &planned.plan,
         LaunchMode::Grouped,
     )?;
-    let (w, kind) = (p.bytes(), pools);
-    let pools = match kind {
-        PoolKind::Heap => VectorPools::default(),
-        PoolKind::Pinned => VectorPools::seeded(kind, a.ncols() * w, a.nrows() * w, |n| {
-            engine.pinned_bytes(n)
-        }),
-        PoolKind::Shared => VectorPools::seeded(kind, a.ncols() * w, a.nrows() * w, |n| {
-            engine.shared_bytes(n)
-        }),
-    };
+    let w = p.bytes();
+    let (x_bytes, y_bytes) = (a.ncols() * w, a.nrows() * w);
     Ok(DeviceBuffers {
         matrix,
         plan,
-        pools,
+        pools: match pools {
+            PoolKind::Heap => VectorPools::default(),
+            PoolKind::Pinned => {
+                VectorPools::seeded(pools, x_bytes, y_bytes, |n| engine.pinned_bytes(n))
+            }
+            PoolKind::Shared => {
+                VectorPools::seeded(pools, x_bytes, y_bytes, |n| engine.shared_bytes(n))
+            }
+        },
     })
 }
 

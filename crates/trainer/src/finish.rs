@@ -409,7 +409,7 @@ async fn from_store(
 
 /// The corpus names of the matrices `train` holds, sorted (the card's
 /// `trained_on`, which `trainer evaluate` leaves out).
-pub fn trained_on(items: &[Item], train: &[&Labelled]) -> Vec<String> {
+fn trained_on(items: &[Item], train: &[&Labelled]) -> Vec<String> {
     let mut names: Vec<String> = train.iter().map(|l| items[l.item].name.clone()).collect();
     names.sort();
     names.dedup();

@@ -431,8 +431,9 @@ impl Ctx<'_> {
         self.emit(l);
     }
 
-    /// The best kernel per bin at one scheme, run with one launch per bin and
-    /// with the bins of a kernel grouped.
+    /// The best kernel per bin at one scheme, run with one launch per bin,
+    /// with the bins of a kernel grouped, and fused (the row-mapped bins in
+    /// one launch).
     fn bench_plan<T: DeviceScalar>(
         &mut self,
         name: &str,
@@ -465,19 +466,19 @@ impl Ctx<'_> {
             plan.kernels.push((b, best.1));
         }
         let nbins = plan.kernels.len();
-        for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
+        for mode in [LaunchMode::PerBin, LaunchMode::Grouped, LaunchMode::Fused] {
             let pp = self.engine.prepare_binned(m, &binning, &plan, mode)?;
             let (st, err, ok, b2b) = self.measure(m, &pp, a, x, y_ref)?;
             let label = format!(
                 "plan_u{}_{}({}b/{}l)",
                 scheme,
-                if mode == LaunchMode::PerBin {
-                    "per_bin"
-                } else {
-                    "grouped"
+                match mode {
+                    LaunchMode::PerBin => "per_bin",
+                    LaunchMode::Grouped => "grouped",
+                    LaunchMode::Fused => "fused",
                 },
                 nbins,
-                pp.launches().len()
+                pp.launches().iter().map(|l| l.enqueues).sum::<usize>()
             );
             let l = Line {
                 b2b,

@@ -1,7 +1,7 @@
 //! `spmv check`: every kernel of the pool, in f32 and f64, on given matrices,
 //! generated ones and built-in awkward shapes, against the reference SpMV with
 //! sparse's tolerance model; also one plan per binning scheme (kernels cycled
-//! over the bins) in both launch modes. Exits non-zero on any mismatch: the
+//! over the bins) in each launch mode (per bin, grouped, fused). Exits non-zero on any mismatch: the
 //! correctness stage of the GPU campaign.
 
 use anyhow::{bail, Context, Result};
@@ -192,7 +192,7 @@ impl Checker<'_> {
         for (si, scheme) in Scheme::all().into_iter().enumerate() {
             let b = Binning::new(a.row_ptr(), scheme);
             let plan = cycled_plan(&b, si);
-            for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
+            for mode in [LaunchMode::PerBin, LaunchMode::Grouped, LaunchMode::Fused] {
                 let y = self
                     .engine
                     .prepare_binned(&m, &b, &plan, mode)
@@ -300,7 +300,7 @@ pub fn run(args: Args) -> Result<()> {
         "checked {matrices} matrices, {} runs ({} kernels{}, precision {}): {} mismatches, {} matrices not checked",
         ck.runs,
         registry().len(),
-        if ck.plans { " + one plan per scheme in both launch modes" } else { "" },
+        if ck.plans { " + one plan per scheme in each launch mode" } else { "" },
         args.precision,
         ck.failures.len(),
         errors.len()

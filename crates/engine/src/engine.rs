@@ -11,7 +11,7 @@ use crate::host::{HostBytes, LeBytes};
 use crate::kernels::{DeviceScalar, KernelParams, Precision};
 use crate::launch::{Launch, LaunchBuilder};
 use crate::matrix::{DeviceMatrix, Staging};
-use crate::prepared::{build_steps, group_rows, launch_groups, LaunchMode, PreparedPlan};
+use crate::prepared::{build_steps, group_rows, launch_groups, LaunchMode, PreparedPlan, RowSet};
 use crate::shared::Target;
 use ocl::enums::ProfilingInfo;
 use ocl::{Buffer, Context, Device, Event, Program, Queue};
@@ -50,6 +50,10 @@ pub struct Timings {
     pub wall_ns: u64,
     /// Kernel enqueues.
     pub enqueues: usize,
+    /// Whether the kernels were enqueued with profiling events: `kernel_ns`
+    /// is their time when true, 0 when false (a call the engine did not
+    /// sample, [`Engine::with_profile_every`]).
+    pub profiled: bool,
     /// Whether the kernels used x and y where the caller had them (shared
     /// host memory, [`Engine::shared_bytes`]): no copy, and `upload_x_ns`
     /// and `download_y_ns` are the unmap of x and the map of y.
@@ -57,9 +61,14 @@ pub struct Timings {
 }
 
 impl Timings {
-    /// Kernel time in milliseconds.
+    /// Kernel time in milliseconds (0 when the call was not profiled).
     pub fn kernel_ms(&self) -> f64 {
         self.kernel_ns as f64 * 1e-6
+    }
+
+    /// Kernel time in milliseconds when the call was profiled.
+    pub fn kernel_ms_profiled(&self) -> Option<f64> {
+        self.profiled.then(|| self.kernel_ms())
     }
 
     /// x upload time in milliseconds.
@@ -153,7 +162,14 @@ pub struct Engine {
     /// Whether shared memory ([`Engine::shared_bytes`]) is fine-grained
     /// SVM: the device offers it and [`EngineConfig::shared_memory`] allows.
     pub(crate) svm: bool,
+    /// Calls of a plan whose kernels are profiled: the first
+    /// [`PROFILED_FIRST`], then one in `profile_every` (1: every call).
+    profile_every: u64,
 }
+
+/// The first calls of every plan that [`Engine::execute`] and its siblings
+/// profile whatever [`Engine::with_profile_every`] says.
+pub const PROFILED_FIRST: u64 = 3;
 
 /// A read-only device copy of `data`; an empty slice gets a one-element buffer,
 /// since OpenCL has no zero-sized buffers (kernels never read it then).
@@ -246,7 +262,19 @@ impl Engine {
             cache: cfg.cache_dir.as_deref().map(ProgramCache::new),
             counters: Counters::default(),
             next_id: AtomicU64::new(1),
+            profile_every: 1,
         })
+    }
+
+    /// Profiles the kernels of the first [`PROFILED_FIRST`] calls of each
+    /// plan and then of one call in `every` (0 or 1: every call, the
+    /// default). A call without events enqueues faster on NVIDIA's OpenCL;
+    /// its [`Timings::profiled`] is false and its kernel time 0. Timing
+    /// loops ([`Engine::measure`], [`Engine::time`]) always profile, and
+    /// [`Engine::back_to_back`] never does.
+    pub fn with_profile_every(mut self, every: u64) -> Engine {
+        self.profile_every = every.max(1);
+        self
     }
 
     /// Replaces the kernel parameters of one precision (programs are rebuilt on
@@ -472,9 +500,30 @@ impl Engine {
         }
         let mut info = launch_groups(binning, assign, mode);
         let mut steps = Vec::with_capacity(info.len());
-        for l in &mut info {
-            let rows = group_rows(binning, &l.bins);
-            l.enqueues = build_steps(&self.queue, m, &params, (l.kernel, &rows), &mut steps)?;
+        let fused = crate::prepared::fuses(mode, &info);
+        let rows: Vec<RowSet> = info.iter().map(|l| group_rows(binning, &l.bins)).collect();
+        let mut fused_at = None;
+        for (l, rows_of) in info.iter_mut().zip(&rows) {
+            if fused && crate::fused::row_mapped(l.kernel) {
+                // Every row-mapped group is in the one launch, enqueued where
+                // the first of them stands; it counts that group's enqueue.
+                if fused_at.is_none() {
+                    fused_at = Some(steps.len());
+                    l.enqueues = 1;
+                }
+                continue;
+            }
+            l.enqueues = build_steps(&self.queue, m, &params, (l.kernel, rows_of), &mut steps)?;
+        }
+        if let Some(at) = fused_at {
+            let groups: Vec<(KernelId, &RowSet)> = info
+                .iter()
+                .zip(&rows)
+                .filter(|(l, _)| crate::fused::row_mapped(l.kernel))
+                .map(|(l, r)| (l.kernel, r))
+                .collect();
+            let one = crate::prepared::fused_launch(&self.queue, m, &params, &groups)?;
+            steps.insert(at, one);
         }
         let covered: usize = info.iter().map(|l| l.rows).sum();
         Ok(PreparedPlan {
@@ -484,6 +533,7 @@ impl Engine {
             complete: covered == m.nrows,
             info,
             steps: Mutex::new(steps),
+            calls: AtomicU64::new(0),
             _t: PhantomData,
         })
     }
@@ -506,31 +556,36 @@ impl Engine {
         Ok(())
     }
 
-    fn enqueue_all(&self, steps: &[Launch]) -> Result<Vec<Event>> {
-        let mut events = Vec::with_capacity(steps.len());
-        for k in steps {
-            let mut ev = Event::empty();
-            k.enqueue(&self.queue, &mut ev)?;
-            events.push(ev);
-        }
-        Ok(events)
+    /// Enqueues the plan's launches; with `profiled`, each with its profiling
+    /// event (returned in order), else with none (an empty list): the
+    /// cheaper enqueue of calls nobody times.
+    fn enqueue_all(&self, steps: &[Launch], profiled: bool) -> Result<Vec<Event>> {
+        self.enqueue_all_with(steps, Redirect::default(), None, profiled)
     }
 
     /// [`Engine::enqueue_all`] with the launches' x and y arguments pointing
-    /// at `to`'s buffers for these enqueues (then back at `m`'s own).
-    fn enqueue_all_with<T: DeviceScalar>(
+    /// at `to`'s buffers for these enqueues (then back at `m`'s own buffers
+    /// `home`, which `to` needs).
+    fn enqueue_all_with(
         &self,
         steps: &[Launch],
         to: Redirect<'_>,
-        m: &DeviceMatrix<T>,
+        home: Option<(&ocl::core::Mem, &ocl::core::Mem)>,
+        profiled: bool,
     ) -> Result<Vec<Event>> {
-        let x = to.x.map(|x| (x, m.x.as_core()));
-        let y = to.y.map(|y| (y, m.y.as_core()));
-        let mut events = Vec::with_capacity(steps.len());
+        let x = to.x.zip(home.map(|h| h.0));
+        let y = to.y.zip(home.map(|h| h.1));
+        let mut events = Vec::with_capacity(if profiled { steps.len() } else { 0 });
         for k in steps {
             let mut ev = Event::empty();
-            k.enqueue_with(&self.queue, &mut ev, x, y)?;
-            events.push(ev);
+            let want = profiled.then_some(&mut ev);
+            match (x, y) {
+                (None, None) => k.enqueue(&self.queue, want)?,
+                _ => k.enqueue_with(&self.queue, want, x, y)?,
+            }
+            if profiled {
+                events.push(ev);
+            }
         }
         Ok(events)
     }
@@ -789,6 +844,7 @@ impl Engine {
         meanwhile: impl FnOnce(),
     ) -> Result<Timings> {
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
+        let profiled = pp.profile_call(self.profile_every);
         let enqueued = (|| -> Result<(Vec<Event>, Option<Event>)> {
             if !pp.complete && m.nrows > 0 {
                 match to.y {
@@ -814,10 +870,8 @@ impl Engine {
                     None => m.y.cmd().queue(&self.queue).fill(T::zero(), None).enq()?,
                 }
             }
-            let events = match to {
-                Redirect { x: None, y: None } => self.enqueue_all(&steps)?,
-                to => self.enqueue_all_with(&steps, to, m)?,
-            };
+            let home = (m.x.as_core(), m.y.as_core());
+            let events = self.enqueue_all_with(&steps, to, Some(home), profiled)?;
             let mut down = None;
             if m.nrows > 0 {
                 let mut ev = Event::empty();
@@ -845,7 +899,8 @@ impl Engine {
             upload_x_after_ns: opt_ns(&up)?,
             download_y_ns: opt_ns(&down)?,
             wall_ns,
-            enqueues: events.len(),
+            enqueues: steps.len(),
+            profiled,
             in_place: to.x.is_some() && to.y.is_some(),
         })
     }
@@ -900,7 +955,7 @@ impl Engine {
             crate::timing::adaptive(policy, first, |n, kern, wall| {
                 for _ in 0..n {
                     let t0 = Instant::now();
-                    let events = self.enqueue_all(steps)?;
+                    let events = self.enqueue_all(steps, true)?;
                     self.queue.finish()?;
                     wall.push(t0.elapsed().as_secs_f64() * 1e3);
                     let mut ns = 0;
@@ -933,7 +988,7 @@ impl Engine {
         let steps = pp.steps.lock().unwrap_or_else(|e| e.into_inner());
         self.upload_staged_x(m, &st, None)?;
         for _ in 0..warmup {
-            self.enqueue_all(&steps)?;
+            self.enqueue_all(&steps, false)?;
             self.queue.finish()?;
         }
         run(&steps)
@@ -959,8 +1014,9 @@ impl Engine {
             let mut per_call = Vec::with_capacity(rounds);
             for _ in 0..rounds {
                 let t0 = Instant::now();
+                // No events: what a caller that keeps the device busy pays.
                 for _ in 0..calls {
-                    self.enqueue_all(steps)?;
+                    self.enqueue_all(steps, false)?;
                 }
                 self.queue.finish()?;
                 per_call.push(t0.elapsed().as_secs_f64() * 1e3 / calls as f64);
@@ -1004,7 +1060,7 @@ impl Engine {
             .build()?;
         let mut times = Vec::new();
         for i in 0..reps.max(1) + 2 {
-            let events = self.enqueue_all(std::slice::from_ref(&k))?;
+            let events = self.enqueue_all(std::slice::from_ref(&k), true)?;
             q.finish()?;
             if i >= 2 {
                 times.push(event_ns(&events[0])? as f64 * 1e-6);

@@ -24,11 +24,13 @@ pub const MERGE_PATH_CL: &str = include_str!("../../../kernels/merge_path.cl");
 pub const MERGE_TILE_CL: &str = include_str!("../../../kernels/merge_tile.cl");
 /// STREAM-like copy for the bandwidth bound.
 pub const COPY_CL: &str = include_str!("../../../kernels/copy.cl");
+/// One launch for a plan's row-mapped bins over a descriptor table.
+pub const FUSED_CL: &str = include_str!("../../../kernels/fused.cl");
 
 /// Every kernel source file the engine builds, as `(file name in kernels/, text)`,
 /// in program order (the trainer records their hashes on a model card, the
 /// service refuses models trained with other sources).
-pub const SOURCES: [(&str, &str); 8] = [
+pub const SOURCES: [(&str, &str); 9] = [
     ("prelude.cl", PRELUDE_CL),
     ("serial.cl", SERIAL_CL),
     ("subvector.cl", SUBVECTOR_CL),
@@ -37,6 +39,7 @@ pub const SOURCES: [(&str, &str); 8] = [
     ("merge_path.cl", MERGE_PATH_CL),
     ("merge_tile.cl", MERGE_TILE_CL),
     ("copy.cl", COPY_CL),
+    ("fused.cl", FUSED_CL),
 ];
 
 /// The whole program source, every family in one program (one build per precision).

@@ -25,6 +25,7 @@ pub mod config;
 pub mod device;
 pub mod engine;
 pub mod error;
+mod fused;
 pub mod host;
 pub mod kernels;
 mod launch;
@@ -40,7 +41,7 @@ pub use config::{
     BINARY_PINNED_MAX_BYTES,
 };
 pub use device::{DeviceInfo, DEVICE_ENV};
-pub use engine::{CopyBandwidth, Engine, PlanningFigures, Timings};
+pub use engine::{CopyBandwidth, Engine, PlanningFigures, Timings, PROFILED_FIRST};
 pub use error::{EngineError, Result};
 pub use host::{HostBytes, LeBytes};
 pub use kernels::{registry, DeviceScalar, KernelInfo, KernelParams, Precision, PARAMS_ENV};

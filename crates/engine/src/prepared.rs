@@ -26,6 +26,12 @@ pub enum LaunchMode {
     /// per-launch latency, which is larger on GPUs.
     #[default]
     Grouped,
+    /// One launch for every bin whose kernel maps lanes onto rows (serial,
+    /// subvector-X, vector), over a table of work-group descriptors built
+    /// when the plan is prepared (`kernels/fused.cl`), each bin keeping its
+    /// lanes per row; CSR-Adaptive and the merge kernels launch as grouped.
+    /// A plan with one row-mapped kernel runs that kernel's own launch.
+    Fused,
 }
 
 impl std::str::FromStr for LaunchMode {
@@ -34,8 +40,9 @@ impl std::str::FromStr for LaunchMode {
         match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
             "per_bin" | "perbin" | "bin" => Ok(LaunchMode::PerBin),
             "grouped" | "group" => Ok(LaunchMode::Grouped),
+            "fused" | "one" => Ok(LaunchMode::Fused),
             _ => Err(EngineError::InvalidPlan(format!(
-                "unknown launch mode '{s}' (per_bin or grouped)"
+                "unknown launch mode '{s}' (per_bin, grouped or fused)"
             ))),
         }
     }
@@ -69,6 +76,8 @@ pub struct PreparedPlan<T: DeviceScalar> {
     /// The launches to enqueue, in order. An OpenCL kernel object is Send but
     /// not Sync; the lock makes the plan shareable between threads.
     pub(crate) steps: Mutex<Vec<Launch>>,
+    /// Calls made with the plan (which of them are profiled).
+    pub(crate) calls: std::sync::atomic::AtomicU64,
     pub(crate) _t: PhantomData<T>,
 }
 
@@ -91,6 +100,15 @@ impl<T: DeviceScalar> PreparedPlan<T> {
     /// Whether every row of the matrix is computed by this plan.
     pub fn is_complete(&self) -> bool {
         self.complete
+    }
+
+    /// Counts a call; whether its kernels are profiled: the first
+    /// [`crate::engine::PROFILED_FIRST`] calls, then one in `every`.
+    pub(crate) fn profile_call(&self, every: u64) -> bool {
+        let n = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        n < crate::engine::PROFILED_FIRST || n % every.max(1) == 0
     }
 }
 
@@ -116,14 +134,14 @@ impl RowSet {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             RowSet::Range { n, .. } => *n as usize,
             RowSet::List(v) => v.len(),
         }
     }
 
-    fn row(&self, i: usize) -> u32 {
+    pub(crate) fn row(&self, i: usize) -> u32 {
         match self {
             RowSet::Range { base, .. } => base + i as u32,
             RowSet::List(v) => v[i],
@@ -182,7 +200,7 @@ pub(crate) fn launch_groups(
         let (rows, nnz) = (binning.row_count(b), binning.bin_nnz[b]);
         let same = match mode {
             LaunchMode::PerBin => None,
-            LaunchMode::Grouped => groups.iter_mut().find(|g| g.kernel == k),
+            LaunchMode::Grouped | LaunchMode::Fused => groups.iter_mut().find(|g| g.kernel == k),
         };
         match same {
             Some(g) => {
@@ -235,7 +253,7 @@ pub(crate) fn group_rows(binning: &Binning, bins: &[usize]) -> RowSet {
 /// the key of that kernel over the single bin: one launch over the whole
 /// matrix as a plain range, no row list.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LaunchKey(Vec<(KernelId, RowSet)>);
+pub struct LaunchKey(Vec<(KernelId, RowSet)>, bool);
 
 /// The [`LaunchKey`] of `plan` over `binning` under `mode`, without a device;
 /// an error for a plan that does not fit the binning (as
@@ -243,12 +261,26 @@ pub struct LaunchKey(Vec<(KernelId, RowSet)>);
 pub fn launch_key(binning: &Binning, plan: &Plan, mode: LaunchMode) -> Result<LaunchKey> {
     plan.check(binning)
         .map_err(|e| EngineError::InvalidPlan(e.to_string()))?;
+    let groups = launch_groups(binning, &plan.kernels, mode);
+    let fused = fuses(mode, &groups);
     Ok(LaunchKey(
-        launch_groups(binning, &plan.kernels, mode)
+        groups
             .into_iter()
             .map(|g| (g.kernel, group_rows(binning, &g.bins)))
             .collect(),
+        fused,
     ))
+}
+
+/// Whether `groups` under `mode` run as a fused launch: two or more of them
+/// with a row-mapped kernel (one alone runs its own kernel's launch).
+pub(crate) fn fuses(mode: LaunchMode, groups: &[LaunchInfo]) -> bool {
+    mode == LaunchMode::Fused
+        && groups
+            .iter()
+            .filter(|g| crate::fused::row_mapped(g.kernel))
+            .count()
+            >= 2
 }
 
 /// CSR-Adaptive row blocks built on the host over runs of consecutive rows.
@@ -427,6 +459,29 @@ fn row_kernel_launch<T: DeviceScalar>(
         None => k.arg(MatrixBuf(&m.dummy)),
     };
     k.arg(MatrixBuf(&m.row_ptr))
+        .arg(MatrixBuf(&m.col_idx))
+        .arg(MatrixBuf(&m.vals))
+        .arg(XBuf(&m.x))
+        .arg(YBuf(&m.y))
+        .build()
+}
+
+/// The fused launch over `groups` (each a row-mapped kernel and its rows):
+/// one work-group per descriptor of their [`crate::fused::FusedTable`].
+pub(crate) fn fused_launch<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    p: &KernelParams,
+    groups: &[(KernelId, &RowSet)],
+) -> Result<Launch> {
+    let t = crate::fused::FusedTable::build(groups, p.wg_size)?;
+    check_gws(t.groups(), "the fused launch")?;
+    let desc = read_only_copy(queue, &t.desc)?;
+    let rows = read_only_copy(queue, &t.rows)?;
+    launch(m, "spmv_fused", (t.groups() * p.wg_size, p.wg_size))
+        .arg(&desc)
+        .arg(&rows)
+        .arg(MatrixBuf(&m.row_ptr))
         .arg(MatrixBuf(&m.col_idx))
         .arg(MatrixBuf(&m.vals))
         .arg(XBuf(&m.x))

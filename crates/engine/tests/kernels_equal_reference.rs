@@ -74,6 +74,79 @@ fn check_every_kernel<T: DeviceScalar>(e: &Engine, name: &str, a: &Csr<T>) -> Ve
             Err(err) => failures.push(format!("{name} {} {}: {err}", k.name, T::NAME)),
         }
     }
+    failures.extend(check_fused(e, name, a, (&m, &x, &y_ref)));
+    failures
+}
+
+/// A plan whose bins take every row-mapped width (serial for the shortest
+/// rows, wider subvectors as rows grow, vector for the longest), run fused:
+/// it equals the reference, makes exactly one enqueue when two or more
+/// widths are used, and three calls give the same bits.
+fn check_fused<T: DeviceScalar>(
+    e: &Engine,
+    name: &str,
+    a: &Csr<T>,
+    (m, x, y_ref): (&engine::DeviceMatrix<T>, &[T], &[T]),
+) -> Vec<String> {
+    let widths = [
+        KernelId::Serial,
+        KernelId::Subvector(2),
+        KernelId::Subvector(4),
+        KernelId::Subvector(8),
+        KernelId::Subvector(32),
+        KernelId::Vector,
+    ];
+    let binning = Binning::new(a.row_ptr(), Scheme::Granularity(10));
+    let plan = Plan {
+        scheme: binning.scheme,
+        kernels: binning
+            .nonempty_bins()
+            .map(|b| (b, widths[(b / 2).min(widths.len() - 1)]))
+            .collect(),
+    };
+    let used: std::collections::BTreeSet<_> = plan.kernels.iter().map(|p| p.1).collect();
+    let pp = match e.prepare(m, &plan, LaunchMode::Fused) {
+        Ok(pp) => pp,
+        Err(err) => return vec![format!("{name} fused {}: {err}", T::NAME)],
+    };
+    let mut failures = Vec::new();
+    let mut first: Option<Vec<T>> = None;
+    for call in 0..3 {
+        let (y, t) = e.execute(m, &pp, x).unwrap();
+        let c = compare(a, x, &y, y_ref);
+        if !c.ok() {
+            failures.push(format!(
+                "{name} fused {} {:?}: row {} got {} want {}",
+                T::NAME,
+                plan.kernels,
+                c.worst_row,
+                y[c.worst_row],
+                y_ref[c.worst_row]
+            ));
+        }
+        let want = usize::from(!used.is_empty());
+        if t.enqueues != want {
+            failures.push(format!(
+                "{name} fused {}: {} enqueues for {} widths",
+                T::NAME,
+                t.enqueues,
+                used.len()
+            ));
+        }
+        let bits: Vec<f64> = y.iter().map(|v| v.to_f64()).collect();
+        match &first {
+            None => first = Some(y),
+            Some(f) => {
+                let same = f
+                    .iter()
+                    .zip(&bits)
+                    .all(|(p, q)| p.to_f64().to_bits() == q.to_bits());
+                if !same {
+                    failures.push(format!("{name} fused {}: call {call} differs", T::NAME));
+                }
+            }
+        }
+    }
     failures
 }
 
@@ -261,7 +334,7 @@ fn check_random_plans<T: DeviceScalar>(
         let binning = Binning::new(a.row_ptr(), scheme);
         for _ in 0..2 {
             let plan = random_plan(&binning, &mut rng);
-            for mode in [LaunchMode::PerBin, LaunchMode::Grouped] {
+            for mode in [LaunchMode::PerBin, LaunchMode::Grouped, LaunchMode::Fused] {
                 let pp = e.prepare(&m, &plan, mode).unwrap();
                 let (y, _) = e.execute(&m, &pp, &x).unwrap();
                 let c = compare(a, &x, &y, &y_ref);
@@ -368,6 +441,48 @@ fn back_to_back_calls_are_timed_and_leave_the_right_y() {
     }
     let short = vec![1.0; a.ncols() - 1];
     assert!(e.back_to_back(&m, &plans[0], &short, (7, 3)).is_err());
+}
+
+/// Served calls are profiled only when sampled: the first
+/// `PROFILED_FIRST`, then one in `every`; the others enqueue without events,
+/// report no kernel time and compute the same y, bit for bit.
+#[test]
+fn unsampled_calls_skip_profiling_and_compute_the_same_y() {
+    let Some(_) = engine() else { return };
+    let e = Engine::new(None).unwrap().with_profile_every(4);
+    let a = rows_of_lengths(&[3, 2_000, 0, 7, 900, 1, 5_000, 2], 6_000, 37);
+    let x = x_for(a.ncols(), 38);
+    let y_ref = spmv_ref(&a, &x).unwrap();
+    let m = e.upload(&a).unwrap();
+    let binning = Binning::new(a.row_ptr(), Scheme::Granularity(2));
+    let pp = e
+        .prepare(
+            &m,
+            &Plan::uniform(&binning, KernelId::Vector),
+            LaunchMode::PerBin,
+        )
+        .unwrap();
+    let mut first = None;
+    let mut pattern = Vec::new();
+    for _ in 0..12 {
+        let (y, t) = e.execute(&m, &pp, &x).unwrap();
+        assert!(compare(&a, &x, &y, &y_ref).ok());
+        let bits: Vec<u64> = y.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(first.get_or_insert_with(|| bits.clone()), &bits);
+        assert_eq!(
+            t.enqueues,
+            pp.launches().iter().map(|l| l.enqueues).sum::<usize>()
+        );
+        assert_eq!(t.kernel_ms_profiled().is_some(), t.profiled);
+        if !t.profiled {
+            assert_eq!(t.kernel_ns, 0, "{t:?}");
+        }
+        pattern.push(t.profiled);
+    }
+    let want: Vec<bool> = (0..12u64)
+        .map(|n| n < engine::PROFILED_FIRST || n % 4 == 0)
+        .collect();
+    assert_eq!(pattern, want);
 }
 
 #[test]

@@ -32,7 +32,7 @@ pub struct Args {
     /// Binning scheme: `single` or a granularity U.
     #[arg(long)]
     pub scheme: Option<String>,
-    /// Launch mode: grouped (one launch per kernel) or per_bin (one per bin).
+    /// Launch mode: grouped (one launch per kernel), per_bin (one per bin) or fused (the row-mapped bins in one launch).
     #[arg(long, default_value = "grouped", value_parser = ["grouped", "per_bin"])]
     pub mode: String,
     /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.

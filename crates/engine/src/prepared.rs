@@ -34,6 +34,22 @@ pub enum LaunchMode {
     Fused,
 }
 
+impl LaunchMode {
+    /// How a service runs plans on a device of `kind` (`DeviceInfo::kind`):
+    /// fused on every device but a CPU, where a launch costs 6-7 us through
+    /// NVIDIA's OpenCL and no plan of two or more launches beat the best
+    /// single kernel on the H100 (training-data/report/nvidia-h100-80gb-hbm3/);
+    /// grouped on a CPU, where PoCL's launch is cheap and the fused kernel's
+    /// per-work-group width was no faster (`spmv bench`, plan lines).
+    pub fn serving(kind: &str) -> LaunchMode {
+        if kind == "cpu" {
+            LaunchMode::Grouped
+        } else {
+            LaunchMode::Fused
+        }
+    }
+}
+
 impl std::str::FromStr for LaunchMode {
     type Err = EngineError;
     fn from_str(s: &str) -> Result<Self> {

@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long)]
     pub scheme: Option<String>,
     /// Launch mode: grouped (one launch per kernel), per_bin (one per bin) or fused (the row-mapped bins in one launch).
-    #[arg(long, default_value = "grouped", value_parser = ["grouped", "per_bin"])]
+    #[arg(long, default_value = "grouped", value_parser = ["grouped", "per_bin", "fused"])]
     pub mode: String,
     /// OpenCL device (platform or device name substring); default env SPMV_DEVICE, else the best device.
     #[arg(long, env = "SPMV_DEVICE")]

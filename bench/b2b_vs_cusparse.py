@@ -21,13 +21,16 @@ import math
 import sys
 
 
-def fastest_by_b2b(bench_rows):
+def fastest_by_b2b(bench_rows, plans=False):
     """{(matrix, precision): (b2b_ms, kernel, a_ms, nnz)} over single kernels
-    (no CPU line, no binned plan) that were timed back to back and were right."""
+    (no CPU line; binned plans too with `plans`) that were timed back to back
+    and were right."""
     best = {}
     for r in bench_rows:
         k = r["kernel"]
-        if k == "cpu_parallel" or k.startswith("plan_") or not r.get("b2b_ms") or r["ok"] != "true":
+        if k == "cpu_parallel" or (k.startswith("plan_") and not plans):
+            continue
+        if not r.get("b2b_ms") or r["ok"] != "true":
             continue
         key = (r["matrix"], r["precision"])
         b = float(r["b2b_ms"])
@@ -91,7 +94,31 @@ def main(argv):
             ratios = [r[6] / r[3] for r in real]
             print(f"{p}: real matrices >= {a.min_nnz} nonzeros: {len(real)}, cuSPARSE/ours by (b) "
                   f"geomean {geomean(ratios):.2f}, worst {min(ratios):.2f}")
+    for p, n, g, w, wins in plans_pay(bench, a.min_nnz):
+        print(f"{p}: binned plans (best of per-bin, grouped, fused) against the best single kernel "
+              f"by (b) on {n} real matrices >= {a.min_nnz}: geomean {g:.3f}, worst {w:.3f}, "
+              f"{wins} where a plan is faster")
     return 0
+
+
+def plans_pay(bench_rows, min_nnz):
+    """Per precision: (precision, matrices, geomean and worst of best single /
+    best of all by (b), matrices where a binned plan is the fastest), over the
+    real matrices with >= min_nnz nonzeros that have a plan line."""
+    single = fastest_by_b2b(bench_rows)
+    every = fastest_by_b2b(bench_rows, plans=True)
+    out = []
+    for p in ("f32", "f64"):
+        keys = [k for k in every if k[1] == p and k in single and not k[0].startswith("gen:")
+                and every[k][3] >= min_nnz and any(
+                    r["matrix"] == k[0] and r["precision"] == p and r["kernel"].startswith("plan_")
+                    for r in bench_rows)]
+        if not keys:
+            continue
+        ratios = [single[k][0] / every[k][0] for k in keys]
+        wins = sum(every[k][1].startswith("plan_") for k in keys)
+        out.append((p, len(keys), geomean(ratios), min(ratios), wins))
+    return out
 
 
 if __name__ == "__main__":

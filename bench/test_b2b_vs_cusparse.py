@@ -36,6 +36,13 @@ class Join(unittest.TestCase):
         return (list(csv.DictReader(io.StringIO(BENCH))),
                 list(csv.DictReader(io.StringIO(CUSPARSE))))
 
+    def test_plans_pay_counts_a_faster_right_plan(self):
+        b, _ = self.rows()
+        # m1: the grouped plan (0.010) beats the best right single kernel
+        # (serial, 0.020); only_ours has no plan line, small is too small.
+        self.assertEqual(bv.plans_pay(b, 100000), [("f32", 1, 2.0, 2.0, 1)])
+        self.assertEqual(bv.plans_pay(b, 10**9), [])
+
     def test_fastest_right_single_kernel_by_b(self):
         b, c = self.rows()
         j = {(r[0], r[1]): r for r in bv.join(b, c)}

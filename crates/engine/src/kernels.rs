@@ -24,13 +24,15 @@ pub const MERGE_PATH_CL: &str = include_str!("../../../kernels/merge_path.cl");
 pub const MERGE_TILE_CL: &str = include_str!("../../../kernels/merge_tile.cl");
 /// STREAM-like copy for the bandwidth bound.
 pub const COPY_CL: &str = include_str!("../../../kernels/copy.cl");
+/// Merge path in one launch (last-arriver fix-up).
+pub const MERGE_ONE_CL: &str = include_str!("../../../kernels/merge_one.cl");
 /// One launch for a plan's row-mapped bins over a descriptor table.
 pub const FUSED_CL: &str = include_str!("../../../kernels/fused.cl");
 
 /// Every kernel source file the engine builds, as `(file name in kernels/, text)`,
 /// in program order (the trainer records their hashes on a model card, the
 /// service refuses models trained with other sources).
-pub const SOURCES: [(&str, &str); 9] = [
+pub const SOURCES: [(&str, &str); 10] = [
     ("prelude.cl", PRELUDE_CL),
     ("serial.cl", SERIAL_CL),
     ("subvector.cl", SUBVECTOR_CL),
@@ -40,6 +42,7 @@ pub const SOURCES: [(&str, &str); 9] = [
     ("merge_tile.cl", MERGE_TILE_CL),
     ("copy.cl", COPY_CL),
     ("fused.cl", FUSED_CL),
+    ("merge_one.cl", MERGE_ONE_CL),
 ];
 
 /// The whole program source, every family in one program (one build per precision).
@@ -305,6 +308,9 @@ pub fn registry() -> Vec<KernelInfo> {
                 KernelId::MergeTile => {
                     "merge path in tiles of MT_WG x MT_ITEMS items per work-group: coalesced loads into local memory, segmented scan of carries, tree fix-up".into()
                 }
+                KernelId::MergeOne => {
+                    "merge path in one launch: tiles of WG_SIZE x 8 items from start coordinates computed at preparation, coalesced staging, crossing rows finished by the last work-group to arrive".into()
+                }
             },
         })
         .collect()
@@ -325,6 +331,7 @@ pub(crate) fn entry_point(id: KernelId) -> Cow<'static, str> {
         KernelId::Vector => "spmv_vector",
         KernelId::CsrAdaptive => "spmv_csr_adaptive",
         KernelId::MergePath => "spmv_merge_path",
+        KernelId::MergeOne => "spmv_merge_one",
         KernelId::MergeTile => "spmv_merge_tile",
     })
 }

@@ -416,6 +416,10 @@ pub(crate) fn build_steps<T: DeviceScalar>(
         KernelId::CsrAdaptive => csr_adaptive_steps(queue, m, p, rows)?,
         KernelId::MergePath => merge_path_steps(queue, m, p, rows)?,
         KernelId::MergeTile => merge_tile_steps(queue, m, p, rows)?,
+        KernelId::MergeOne => {
+            out.push(merge_one_launch(queue, m, p, rows)?);
+            return Ok(1);
+        }
     };
     let n = steps.len();
     out.extend(steps);
@@ -559,6 +563,9 @@ struct MergeRows {
     list_ptr: Buffer<u32>,
     /// Nonzeros of those rows.
     nnz: u64,
+    /// `list_ptr` on the host, empty for the whole matrix (then the matrix's
+    /// own `row_ptr`).
+    lp_host: Vec<u32>,
 }
 
 fn merge_rows<T: DeviceScalar>(
@@ -576,6 +583,7 @@ fn merge_rows<T: DeviceScalar>(
             list: m.dummy.clone(),
             list_ptr: m.row_ptr.clone(),
             nnz: m.nnz as u64,
+            lp_host: Vec::new(),
         });
     }
     let mut lp = Vec::with_capacity(n + 1);
@@ -597,6 +605,7 @@ fn merge_rows<T: DeviceScalar>(
         list,
         list_ptr: read_only_copy(queue, &lp)?,
         nnz: acc,
+        lp_host: lp,
     })
 }
 
@@ -678,6 +687,78 @@ fn merge_path_steps<T: DeviceScalar>(
     Ok(vec![pass1, pass2])
 }
 
+/// Merge items (row ends plus nonzeros) per work-item of `merge_one`: the
+/// `MO_ITEMS` of `kernels/merge_one.cl`, whose tiles are `wg_size` times it.
+pub const MERGE_ONE_ITEMS: usize = 8;
+
+/// The start of every tile of `tile` merge items on the merge path of rows
+/// whose prefix sums of lengths are `lp` (`lp[0] = 0`, `n + 1` entries), and
+/// the path's end: two u32 per boundary, (rows ended before it, nonzeros
+/// before it).
+pub(crate) fn merge_tile_coords(lp: &[u32], tile: usize) -> Vec<u32> {
+    let n = lp.len() - 1;
+    let nnz = lp[n] as u64;
+    let total = n as u64 + nnz;
+    let tiles = total.div_ceil(tile as u64).max(1);
+    let mut out = Vec::with_capacity(2 * (tiles as usize + 1));
+    for t in 0..=tiles {
+        let d = (t * tile as u64).min(total);
+        // The most rows i with every one of them ended before diagonal d:
+        // row i - 1's end lp[i] is at most the nonzeros d - i before it.
+        let (mut lo, mut hi) = (d.saturating_sub(nnz) as usize, (d as usize).min(n));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if (lp[mid + 1] as u64) < d - mid as u64 {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        out.push(lo as u32);
+        out.push((d - lo as u64) as u32);
+    }
+    out
+}
+
+/// `merge_one`: one launch, a work-group per tile of the merge path, the
+/// tiles' start coordinates computed here; rows that cross tiles are
+/// finished by the last work-group to arrive (`kernels/merge_one.cl`).
+fn merge_one_launch<T: DeviceScalar>(
+    queue: &Queue,
+    m: &DeviceMatrix<T>,
+    p: &KernelParams,
+    rows: &RowSet,
+) -> Result<Launch> {
+    let r = merge_rows(queue, m, rows)?;
+    let tile = p.wg_size * MERGE_ONE_ITEMS;
+    let lp: &[u32] = if r.lp_host.is_empty() {
+        &m.row_ptr_host
+    } else {
+        &r.lp_host
+    };
+    let coords = merge_tile_coords(lp, tile);
+    let ntiles = coords.len() / 2 - 1;
+    check_gws(ntiles.saturating_mul(p.wg_size), "merge_one")?;
+    let coords = read_only_copy(queue, &coords)?;
+    let carry_row = u32_scratch(queue, ntiles)?;
+    let carry_val = t_buffer::<T>(queue, ntiles)?;
+    // The arrival counter starts at 0 and the last work-group of every call
+    // sets it back to 0.
+    let arrived = Buffer::<u32>::builder()
+        .queue(queue.clone())
+        .flags(ocl::flags::MEM_READ_WRITE | ocl::flags::MEM_COPY_HOST_PTR)
+        .len(1)
+        .copy_host_slice(&[0u32])
+        .build()?;
+    merge_pass(m, &r, "spmv_merge_one", (ntiles * p.wg_size, p.wg_size))
+        .arg(ntiles as u32)
+        .arg(&coords)
+        .arg(&carry_row)
+        .arg(&carry_val)
+        .arg(&arrived)
+        .build()
+}
+
 /// Carries per level of the merge-tile fix-up: `tiles` carries of pass 1, then
 /// one per chunk of `tile` carries, until one chunk holds them all (no level
 /// when there is a single tile: its carry is always empty). Each level divides
@@ -741,6 +822,50 @@ fn merge_tile_steps<T: DeviceScalar>(
 mod tests {
     use super::*;
     use crate::kernels::Precision;
+
+    /// Tile starts on the merge path against a walk of the path item by
+    /// item, with empty rows, one long row and a path that is a whole number
+    /// of tiles.
+    #[test]
+    fn merge_tile_coords_match_a_walk_of_the_path() {
+        for lens in [
+            vec![],
+            vec![0, 0, 0],
+            vec![3, 0, 0, 5, 1, 0, 40, 2, 0],
+            vec![100],
+            vec![1; 16],
+        ] {
+            let mut lp = vec![0u32];
+            for l in &lens {
+                lp.push(lp.last().unwrap() + l);
+            }
+            // The path: at each step a row end if the row's nonzeros are done.
+            let mut at = vec![(0u32, 0u32)];
+            let (mut i, mut k) = (0usize, 0u32);
+            while i < lens.len() {
+                if k == lp[i + 1] {
+                    i += 1;
+                } else {
+                    k += 1;
+                }
+                at.push((i as u32, k));
+            }
+            for tile in [1, 2, 3, 7, 16, 1000] {
+                let c = merge_tile_coords(&lp, tile);
+                let total = at.len() - 1;
+                let tiles = total.div_ceil(tile).max(1);
+                assert_eq!(c.len(), 2 * (tiles + 1), "{lens:?} tile {tile}");
+                for t in 0..=tiles {
+                    let d = (t * tile).min(total);
+                    assert_eq!(
+                        (c[2 * t], c[2 * t + 1]),
+                        at[d],
+                        "{lens:?} tile {tile} t {t}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn row_sets_and_runs() {

@@ -602,6 +602,59 @@ fn with_small_blocks(mut e: Engine, more: impl Fn(&mut engine::KernelParams)) ->
     e
 }
 
+/// merge_one with tiles of 32 x 8 items: many tiles, rows crossing many of
+/// them, empty rows at tile edges, and row lists of bins; three calls each
+/// (the arrival counter must be back at 0 after every call), both precisions.
+#[test]
+fn merge_one_with_small_tiles_finishes_crossing_rows_every_call() {
+    if engine().is_none() {
+        return;
+    }
+    let e = with_small_blocks(Engine::new(None).unwrap(), |k| k.wg_size = 32);
+    let cases = [
+        rows_of_lengths(&[0, 255, 256, 257, 0, 0, 3, 2_000, 1, 0, 511, 0], 3_000, 71),
+        gen::one_huge_row(5000).unwrap(),
+        gen::many_empty_rows(999, 0.6, 72).unwrap(),
+        gen::power_law(4_000, 6.0, 73).unwrap(),
+    ];
+    for a in &cases {
+        let x = x_for(a.ncols(), 74);
+        let y_ref = spmv_ref(a, &x).unwrap();
+        let m = e.upload(a).unwrap();
+        let binning = Binning::new(a.row_ptr(), Scheme::Granularity(1));
+        let mut plans = vec![e.prepare_kernel(&m, KernelId::MergeOne).unwrap()];
+        // Every other bin by merge_one (row lists), the rest serial.
+        let plan = Plan {
+            scheme: binning.scheme,
+            kernels: binning
+                .nonempty_bins()
+                .enumerate()
+                .map(|(i, b)| {
+                    (
+                        b,
+                        if i % 2 == 0 {
+                            KernelId::MergeOne
+                        } else {
+                            KernelId::Serial
+                        },
+                    )
+                })
+                .collect(),
+        };
+        plans.push(e.prepare(&m, &plan, LaunchMode::Grouped).unwrap());
+        for pp in &plans {
+            let mut first: Option<Vec<u64>> = None;
+            for _ in 0..3 {
+                let (y, _) = e.execute(&m, pp, &x).unwrap();
+                let c = compare(a, &x, &y, &y_ref);
+                assert!(c.ok(), "{:?}: row {}", pp.launches(), c.worst_row);
+                let bits: Vec<u64> = y.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(first.get_or_insert_with(|| bits.clone()), &bits);
+            }
+        }
+    }
+}
+
 #[test]
 fn small_blocks_and_chunks_stress_split_rows_and_carries() {
     // GPU-like and extreme parameters: tiny CSR-Adaptive blocks (many split rows,

@@ -23,6 +23,11 @@ pub enum KernelId {
     /// combined by segmented scans (added after the first trained models: a model
     /// whose kernel list lacks it never picks it).
     MergeTile,
+    /// Merge path in one launch: tiles whose start coordinates are computed
+    /// when the plan is prepared, coalesced staging, rows that cross tiles
+    /// finished by the last work-group to arrive (added after the first GPU
+    /// models, which never pick it).
+    MergeOne,
 }
 
 impl KernelId {
@@ -47,6 +52,7 @@ impl KernelId {
         v.push(KernelId::CsrAdaptive);
         v.push(KernelId::MergePath);
         v.push(KernelId::MergeTile);
+        v.push(KernelId::MergeOne);
         v
     }
 
@@ -59,11 +65,12 @@ impl KernelId {
             KernelId::CsrAdaptive => "csr_adaptive".into(),
             KernelId::MergePath => "merge_path".into(),
             KernelId::MergeTile => "merge_tile".into(),
+            KernelId::MergeOne => "merge_one".into(),
         }
     }
 
     /// The kernel's family: `serial`, `subvector`, `vector`, `csr_adaptive`, `merge_path`,
-    /// `merge_tile`.
+    /// `merge_tile`, `merge_one`.
     pub fn family(self) -> &'static str {
         match self {
             KernelId::Serial => "serial",
@@ -72,6 +79,7 @@ impl KernelId {
             KernelId::CsrAdaptive => "csr_adaptive",
             KernelId::MergePath => "merge_path",
             KernelId::MergeTile => "merge_tile",
+            KernelId::MergeOne => "merge_one",
         }
     }
 

@@ -112,33 +112,43 @@ fn a_kernel_file_added_after_training_keeps_every_shipped_model_usable() {
             precision: &m.card.precision,
             kernels: &ks,
         };
+        // Files added since the newest shipped models were fitted.
+        let newer = ["fused.cl", "merge_one.cl"];
         if recorded.files.contains_key("merge_tile.cl") {
-            // Refitted since merge_tile existed: every file recorded, none added.
-            assert!(recorded.added_in(&ks).is_empty());
+            // Refitted since merge_tile existed: only the newer files added.
+            let added = recorded.added_in(&ks);
+            assert!(added.iter().all(|f| newer.contains(&f.as_str())), "{added:?}");
             match m.assess(&target) {
                 Assessment::Usable(d) => {
                     assert_eq!(d.level, MatchLevel::Exact, "{}", d.reason);
-                    assert!(!d.reason.contains("trained before"), "{}", d.reason);
+                    assert_eq!(
+                        d.reason.contains("trained before"),
+                        !added.is_empty(),
+                        "{}",
+                        d.reason
+                    );
                 }
                 other => panic!("{}: {other:?}", m.card.device),
             }
+            assert!(!m.card.kernels.contains(&sparse::KernelId::MergeOne) || added.is_empty());
             continue;
         }
         older += 1;
-        assert_eq!(recorded.added_in(&ks), vec!["merge_tile.cl"]);
+        assert_eq!(
+            recorded.added_in(&ks),
+            vec!["fused.cl", "merge_one.cl", "merge_tile.cl"]
+        );
         match m.assess(&target) {
             Assessment::Usable(d) => {
                 assert_eq!(d.level, MatchLevel::Exact, "{}", d.reason);
-                assert!(
-                    d.reason.contains("trained before merge_tile.cl existed"),
-                    "{}",
-                    d.reason
-                );
+                assert!(d.reason.contains("merge_tile.cl"), "{}", d.reason);
+                assert!(d.reason.contains("trained before"), "{}", d.reason);
             }
             other => panic!("{}: {other:?}", m.card.device),
         }
-        // Its kernel list lacks the new kernel, so it can never pick it.
+        // Its kernel list lacks the new kernels, so it can never pick them.
         assert!(!m.card.kernels.contains(&sparse::KernelId::MergeTile));
+        assert!(!m.card.kernels.contains(&sparse::KernelId::MergeOne));
     }
     assert!(older >= 1, "at least one shipped model predates merge_tile");
 }

@@ -44,8 +44,12 @@ EXIT_SKIPPED = 3
 
 
 def matrix_name(path):
-    """The file name without .gz and .mtx, as `spmv bench` names matrices."""
+    """The file name without .gz and .mtx, as `spmv bench` names matrices;
+    `gen_FAMILY_NNZ.csr` (`spmv gen`) is `gen:FAMILY:NNZ`."""
     name = os.path.basename(path)
+    if name.startswith("gen_") and name.endswith(".csr"):
+        fam, nnz = name[len("gen_"):-len(".csr")].rsplit("_", 1)
+        return f"gen:{fam}:{nnz}"
     for suffix in (".gz", ".mtx"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
@@ -61,7 +65,7 @@ def collect(paths):
                 sorted(
                     os.path.join(p, f)
                     for f in os.listdir(p)
-                    if f.endswith(".mtx") or f.endswith(".mtx.gz")
+                    if f.endswith(".mtx") or f.endswith(".mtx.gz") or f.endswith(".csr")
                 )
             )
         elif os.path.isfile(p):
@@ -71,13 +75,42 @@ def collect(paths):
     return files
 
 
+def read_binary_csr(path):
+    """A scipy CSR matrix from a binary CSR file (`spmv gen`; the service's
+    application/vnd.spmv-select.csr layout: 40-byte header, then row_ptr,
+    col_idx and values, little-endian)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"SPMVCSR\0":
+        raise ValueError(f"{path}: not a binary CSR file")
+    iw, vw = data[10], data[11]
+    nrows, ncols, nnz = np.frombuffer(data, dtype="<u8", count=3, offset=16)
+    it = {4: "<u4", 8: "<u8"}[iw]
+    vt = {4: "<f4", 8: "<f8"}[vw]
+    at = 40
+    indptr = np.frombuffer(data, dtype=it, count=int(nrows) + 1, offset=at)
+    at += (int(nrows) + 1) * iw
+    indices = np.frombuffer(data, dtype=it, count=int(nnz), offset=at)
+    at += int(nnz) * iw
+    vals = np.frombuffer(data, dtype=vt, count=int(nnz), offset=at)
+    m = sp.csr_matrix((vals.astype(np.float64), indices.astype(np.int64), indptr.astype(np.int64)),
+                      shape=(int(nrows), int(ncols)))
+    m.sort_indices()
+    return m
+
+
 def read_csr(path):
     """A scipy CSR matrix (float64, real part of complex values, duplicates
-    summed, columns sorted) from a .mtx or .mtx.gz file."""
+    summed, columns sorted) from a .mtx or .mtx.gz file, or a binary .csr."""
     import numpy as np
     import scipy.io
     import scipy.sparse as sp
 
+    if path.endswith(".csr"):
+        return read_binary_csr(path)
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
         m = scipy.io.mmread(f)
@@ -410,7 +443,8 @@ FIELDS = ["matrix", "precision", "nnz", "ms_cupy", "ms_spmv_raw", "ms_spmv_graph
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("paths", nargs="*", help="Matrix Market files or folders (.mtx, .mtx.gz)")
+    ap.add_argument("paths", nargs="*",
+                    help="Matrix Market files or folders (.mtx, .mtx.gz), or binary CSR files of `spmv gen` (.csr)")
     ap.add_argument("--precision", default="f32,f64", help="f32, f64 or f32,f64")
     ap.add_argument("--stencil2d", type=int, action="append", default=[],
                     help="also a generated 5-point stencil of about NNZ nonzeros (repeatable)")

@@ -25,6 +25,24 @@ class Pure(unittest.TestCase):
         self.assertEqual(a.nnz, 1777)  # the symmetric pattern expanded, as `spmv info` says
         self.assertTrue(a.has_sorted_indices)
 
+    def test_generated_names_and_binary_csr_of_spmv_gen(self):
+        self.assertEqual(cb.matrix_name("/w/gen_power_law_4000000.csr"), "gen:power_law:4000000")
+        self.assertEqual(cb.matrix_name("gen_uniform_random_100.csr"), "gen:uniform_random:100")
+        import struct
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "gen_road_like_3.csr")
+            # 3x4, rows [1, 0, 2] nonzeros, the layout `spmv gen` writes.
+            body = b"SPMVCSR\0" + struct.pack("<HBBI", 1, 4, 8, 0) + struct.pack("<QQQ", 3, 4, 3)
+            body += struct.pack("<4I", 0, 1, 1, 3) + struct.pack("<3I", 2, 0, 3)
+            body += struct.pack("<3d", 1.5, -2.0, 4.0)
+            with open(p, "wb") as f:
+                f.write(body)
+            self.assertEqual(cb.collect([d]), [p])
+            a = cb.read_csr(p)
+            self.assertEqual(a.shape, (3, 4))
+            self.assertEqual(a.nnz, 3)
+            self.assertEqual((a[0, 2], a[2, 0], a[2, 3]), (1.5, -2.0, 4.0))
+
     def test_reads_plain_text_too(self):
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "t.mtx")

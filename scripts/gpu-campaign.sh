@@ -9,7 +9,8 @@
 #   check     every kernel x precision against the reference on every bundled matrix
 #             and the awkward shapes, on the device (`spmv check`)
 #   bench     `spmv bench --csv`: GB/s beside the device's measured copy bandwidth
-#   cusparse  bench/cusparse_bench.py: cuSPARSE through CuPy, f32 and f64
+#   cusparse  bench/cusparse_bench.py: cuSPARSE through CuPy, f32 and f64, on the bundled
+#             matrices and the bench stage's --gen ones (written by `spmv gen`)
 #   request   the service on the device: bench/request_path.py checks y on awkward shapes
 #             (--awkward), then times POST /spmv on an uploaded 1M-nonzero stencil
 #             against kernel + x/y transfer time
@@ -267,9 +268,17 @@ stage_cusparse() {
   local secs; secs="$(stage_seconds 4 0.5)"
   log "== cusparse: python3 bench/cusparse_bench.py (limit ${secs}s)"
   local rc=0
+  # The generated matrices the bench stage timed (its --gen specs), written by
+  # `spmv gen` as binary CSR so cuSPARSE times the very same ones.
+  local gens=() prev="" a
+  for a in $BENCH_ARGS; do [[ "$prev" == "--gen" ]] && gens+=("$a"); prev="$a"; done
+  local gendir="$WORK/gen"; mkdir -p "$gendir"
+  if [[ ${#gens[@]} -gt 0 ]]; then
+    "$B/bin/spmv" gen "${gens[@]}" --out "$gendir" >>"$LOG" 2>&1 || log "== cusparse: spmv gen failed (see above)"
+  fi
   # Python gets the machine's own library path, not the bundle's loader.
   timeout --signal=INT "$secs" env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$py" "$ROOT/bench/cusparse_bench.py" \
-    --out "$WORK/cusparse.csv" $CUSPARSE_ARGS "$MATRICES" >>"$LOG" 2>&1 || rc=$?
+    --out "$WORK/cusparse.csv" $CUSPARSE_ARGS "$MATRICES" "$gendir" >>"$LOG" 2>&1 || rc=$?
   case $rc in
     0) cp "$WORK/cusparse.csv" "$OUT/cusparse.csv"; STATUS+=("cusparse=ok") ;;
     3) log "== cusparse: SKIPPED: CuPy or a CUDA GPU is missing (see above)"; STATUS+=("cusparse=skipped(no CuPy/GPU)") ;;
@@ -393,7 +402,7 @@ cmd_run() {
   MATRICES="${CAMPAIGN_MATRICES:-$B/matrices}"
   CHECK_ARGS="${CAMPAIGN_CHECK_ARGS:-}"
   BENCH_ARGS="${CAMPAIGN_BENCH_ARGS:---largest 40 --gen stencil2d:16M --gen stencil2d:4M --gen power_law:4M --gen uniform:4M --gen road_like:4M}"
-  CUSPARSE_ARGS="${CAMPAIGN_CUSPARSE_ARGS:---stencil2d 16000000 --stencil2d 4000000}"
+  CUSPARSE_ARGS="${CAMPAIGN_CUSPARSE_ARGS:-}"
   REQUEST_ARGS="${CAMPAIGN_REQUEST_ARGS:---awkward}"
   TRAIN_ARGS="${CAMPAIGN_TRAIN_ARGS:-}"
   WORK="$(mktemp -d /tmp/spmv-campaign.XXXXXX)"
@@ -449,7 +458,7 @@ cmd_rehearse() {
   export CAMPAIGN_CHECK_ARGS=""
   export CAMPAIGN_FIT_RESERVE=0.7
   export CAMPAIGN_BENCH_ARGS="--reps 3 --warmup 1 --copy-mb 32 --kernels serial,subvector8,vector,csr_adaptive,merge_path,merge_tile --gen stencil2d:20k"
-  export CAMPAIGN_CUSPARSE_ARGS="--stencil2d 20000"
+  export CAMPAIGN_CUSPARSE_ARGS=""
   export CAMPAIGN_REQUEST_ARGS="--nnz 20000 --calls 3 --warmup 1 --awkward"
   export CAMPAIGN_TRAIN_ARGS="--min-reps 2 --max-reps 3"
   # Command 1: correctness, bench, cuSPARSE (skipped without CuPy), the start of labelling.

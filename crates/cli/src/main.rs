@@ -5,6 +5,7 @@ mod bench_overhead;
 mod bench_parse;
 mod check;
 mod engine_args;
+mod gen;
 mod info;
 mod predict;
 mod run;
@@ -38,6 +39,8 @@ enum Command {
     Run(run::Args),
     /// Print the plan the selector makes for a matrix (features, scheme, kernel per bin) and why.
     Predict(predict::Args),
+    /// Write generated matrices (as `bench --gen` makes them) as binary CSR files for peer libraries.
+    Gen(gen::Args),
 }
 
 /// Exit statuses in the style of sysexits.h, so scripts can tell a mistyped
@@ -119,6 +122,7 @@ fn main() {
         Command::Check(a) => check::run(a),
         Command::Run(a) => run::run(a),
         Command::Predict(a) => predict::run(a),
+        Command::Gen(a) => gen::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

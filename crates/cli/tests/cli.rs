@@ -329,3 +329,34 @@ fn bench_overhead_prices_features_and_prediction_in_spmv_equivalents() {
     let err = text(&o.stderr);
     assert!(err.contains("worst family"), "{err}");
 }
+
+/// `spmv gen` writes the generated matrix `spmv bench --gen` times, in the
+/// binary CSR layout (header, row_ptr, col_idx, values), under the name
+/// `bench/cusparse_bench.py` maps back to `gen:FAMILY:NNZ`; a bad spec is a
+/// usage error.
+#[test]
+fn gen_writes_binary_csr_files_a_peer_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().display().to_string();
+    let o = spmv(&["gen", "uniform:20000", "stencil2d:5000", "--out", &out]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("gen:uniform_random:20000"), "{printed}");
+    let a = sparse::gen::Family::UniformRandom
+        .generate(20_000, 1)
+        .unwrap();
+    let bytes = std::fs::read(dir.path().join("gen_uniform_random_20000.csr")).unwrap();
+    assert_eq!(&bytes[..8], b"SPMVCSR\0");
+    assert_eq!((bytes[10], bytes[11]), (4, 8));
+    let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
+    assert_eq!(
+        (u64_at(16), u64_at(24), u64_at(32)),
+        (a.nrows() as u64, a.ncols() as u64, a.nnz() as u64)
+    );
+    assert_eq!(bytes.len(), 40 + (a.nrows() + 1) * 4 + a.nnz() * (4 + 8));
+    let last = a.values()[a.nnz() - 1];
+    assert_eq!(&bytes[bytes.len() - 8..], &last.to_le_bytes());
+    assert!(dir.path().join("gen_stencil2d_5000.csr").exists());
+    let bad = spmv(&["gen", "nosuchfamily:10", "--out", &out]);
+    assert!(!bad.status.success());
+}

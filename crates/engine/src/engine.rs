@@ -290,6 +290,16 @@ impl Engine {
         Ok(self)
     }
 
+    /// The OpenCL context.
+    pub(crate) fn context(&self) -> &Context {
+        &self.context
+    }
+
+    /// The OpenCL device.
+    pub(crate) fn device(&self) -> Device {
+        self.device
+    }
+
     /// The profiling queue every command goes to.
     pub(crate) fn queue(&self) -> &Queue {
         &self.queue
@@ -566,7 +576,7 @@ impl Engine {
     /// [`Engine::enqueue_all`] with the launches' x and y arguments pointing
     /// at `to`'s buffers for these enqueues (then back at `m`'s own buffers
     /// `home`, which `to` needs).
-    fn enqueue_all_with(
+    pub(crate) fn enqueue_all_with(
         &self,
         steps: &[Launch],
         to: Redirect<'_>,

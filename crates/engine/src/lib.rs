@@ -32,6 +32,7 @@ mod launch;
 pub mod matrix;
 pub mod prepared;
 pub mod shared;
+pub mod solve;
 pub mod timing;
 
 pub use any::{AnyMatrix, AnyPlan, Values, XSource};

@@ -11,6 +11,11 @@ use sparse::spmv::{compare, spmv_ref};
 use sparse::{gen, Binning, Csr, KernelId, Plan, Precision, Scheme};
 use std::sync::OnceLock;
 
+/// The engine of this module, for the other modules of the test binary.
+pub(crate) fn shared_engine() -> Option<&'static Engine> {
+    engine()
+}
+
 /// One engine per test process (two threads opening PoCL at once can fail).
 fn engine() -> Option<&'static Engine> {
     static ENGINE: OnceLock<Option<Engine>> = OnceLock::new();

@@ -3,3 +3,4 @@
 
 mod any_precision;
 mod kernels_equal_reference;
+mod solve;

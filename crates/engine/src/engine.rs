@@ -446,6 +446,30 @@ impl Engine {
         })
     }
 
+    /// Replaces the matrix's values (in CSR order, `nnz` of them, finite)
+    /// on the device: the pattern, its device arrays and every plan prepared
+    /// for the matrix stay as they are (they read the values buffer at each
+    /// call). Waits for calls on the matrix in progress; the next call sees
+    /// the new values.
+    pub fn update_values<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, vals: &[T]) -> Result<()> {
+        if vals.len() != m.nnz {
+            return Err(EngineError::InvalidPlan(format!(
+                "{} values for a matrix of {} nonzeros",
+                vals.len(),
+                m.nnz
+            )));
+        }
+        if let Some(i) = vals.iter().position(|v| !v.to_f64().is_finite()) {
+            return Err(EngineError::InvalidPlan(format!("value {i} is not finite")));
+        }
+        let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if m.nnz > 0 {
+            m.vals.write(vals).queue(&self.queue).enq()?;
+        }
+        self.queue.finish()?;
+        Ok(())
+    }
+
     /// Prepares a complete plan (its scheme is binned here).
     pub fn prepare<T: DeviceScalar>(
         &self,

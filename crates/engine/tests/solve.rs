@@ -122,3 +122,60 @@ fn indefinite_matrices_break_down_and_bad_input_is_refused() {
     let ppr = e.prepare_kernel(&mr, KernelId::Serial).unwrap();
     assert!(e.solve_cg(&mr, &ppr, &[1.0], None, &opts).is_err());
 }
+
+/// New values on the same pattern: every plan prepared before computes with
+/// them (no new preparation), wrong counts and non-finite values are refused
+/// and change nothing; the transpose (`Csr::transpose`) uploaded as a matrix
+/// of its own gives Aᵀx.
+#[test]
+fn new_values_reach_existing_plans_and_the_transpose_multiplies() {
+    let Some(e) = engine() else { return };
+    let a = gen::power_law(3_000, 6.0, 91).unwrap();
+    let x: Vec<f64> = (0..a.ncols()).map(|i| ((i % 13) as f64) - 6.0).collect();
+    let m = e.upload(&a).unwrap();
+    let plans = [
+        e.prepare_kernel(&m, KernelId::Serial).unwrap(),
+        e.prepare_kernel(&m, KernelId::MergeOne).unwrap(),
+        e.prepare_kernel(&m, KernelId::CsrAdaptive).unwrap(),
+    ];
+    let vals: Vec<f64> = a.values().iter().map(|v| v * -2.5 + 1.0).collect();
+    let b = Csr::try_new(
+        a.nrows(),
+        a.ncols(),
+        a.row_ptr().to_vec(),
+        a.col_idx().to_vec(),
+        vals.clone(),
+    )
+    .unwrap();
+    e.update_values(&m, &vals).unwrap();
+    let want = spmv_ref(&b, &x).unwrap();
+    for pp in &plans {
+        let (y, _) = e.execute(&m, pp, &x).unwrap();
+        assert!(sparse::spmv::compare(&b, &x, &y, &want).ok());
+    }
+    assert!(e.update_values(&m, &vals[1..]).is_err());
+    let mut bad = vals.clone();
+    bad[7] = f64::INFINITY;
+    assert!(e.update_values(&m, &bad).is_err());
+    let (y, _) = e.execute(&m, &plans[0], &x).unwrap();
+    assert!(
+        sparse::spmv::compare(&b, &x, &y, &want).ok(),
+        "a refused update changed nothing"
+    );
+
+    // Aᵀ x of a rectangular matrix.
+    let r = gen::lp_like(300, 1_200, 92).unwrap();
+    let t = r.transpose();
+    let xt: Vec<f64> = (0..t.ncols()).map(|i| (i % 5) as f64 - 2.0).collect();
+    let mt = e.upload(&t).unwrap();
+    let ppt = e.prepare_kernel(&mt, KernelId::Vector).unwrap();
+    let (yt, _) = e.execute(&mt, &ppt, &xt).unwrap();
+    // The reference: y_j = sum_i A[i][j] x_i, straight from A's rows.
+    let mut want_t = vec![0.0; r.ncols()];
+    for i in 0..r.nrows() {
+        for k in r.row_ptr()[i] as usize..r.row_ptr()[i + 1] as usize {
+            want_t[r.col_idx()[k] as usize] += r.values()[k] * xt[i];
+        }
+    }
+    assert!(sparse::spmv::compare(&t, &xt, &yt, &want_t).ok());
+}

@@ -117,7 +117,10 @@ fn a_kernel_file_added_after_training_keeps_every_shipped_model_usable() {
         if recorded.files.contains_key("merge_tile.cl") {
             // Refitted since merge_tile existed: only the newer files added.
             let added = recorded.added_in(&ks);
-            assert!(added.iter().all(|f| newer.contains(&f.as_str())), "{added:?}");
+            assert!(
+                added.iter().all(|f| newer.contains(&f.as_str())),
+                "{added:?}"
+            );
             match m.assess(&target) {
                 Assessment::Usable(d) => {
                     assert_eq!(d.level, MatchLevel::Exact, "{}", d.reason);

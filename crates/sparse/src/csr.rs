@@ -306,6 +306,32 @@ impl<T: Scalar> Csr<T> {
         }
     }
 
+    /// Aᵀ, built by counting the columns (O(nnz + ncols)): its rows are this
+    /// matrix's columns, each with its entries in increasing row order.
+    pub fn transpose(&self) -> Csr<T> {
+        let mut ptr = vec![0u32; self.ncols + 1];
+        for &c in &self.col_idx {
+            ptr[c as usize + 1] += 1;
+        }
+        for j in 0..self.ncols {
+            ptr[j + 1] += ptr[j];
+        }
+        let mut next: Vec<u32> = ptr[..self.ncols].to_vec();
+        let mut cols = vec![0u32; self.col_idx.len()];
+        let mut vals = vec![T::zero(); self.values.len()];
+        for r in 0..self.nrows {
+            for k in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                let c = self.col_idx[k] as usize;
+                let at = next[c] as usize;
+                cols[at] = r as u32;
+                vals[at] = self.values[k];
+                next[c] += 1;
+            }
+        }
+        Csr::try_new(self.ncols, self.nrows, ptr, cols, vals)
+            .expect("the transpose of a valid CSR matrix is valid")
+    }
+
     /// Returns an error naming the first NaN or infinite value, if any.
     pub fn check_finite(&self) -> Result<(), SparseError> {
         for r in 0..self.nrows {
@@ -368,6 +394,26 @@ fn hash_blocks<E: Copy, const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transpose_swaps_rows_and_columns_and_twice_is_the_same() {
+        // 2 x 3: [[1, 0, 2], [0, 3, 0]] with an empty column-free row pattern.
+        let a =
+            Csr::<f64>::try_new(2, 3, vec![0, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap();
+        let t = a.transpose();
+        assert_eq!((t.nrows(), t.ncols()), (3, 2));
+        assert_eq!(t.row_ptr(), &[0, 1, 2, 3]);
+        assert_eq!(t.col_idx(), &[0, 1, 0]);
+        assert_eq!(t.values(), &[1.0, 3.0, 2.0]);
+        let back = t.transpose();
+        assert_eq!(back.row_ptr(), a.row_ptr());
+        assert_eq!(back.col_idx(), a.col_idx());
+        assert_eq!(back.values(), a.values());
+        let empty = Csr::<f32>::try_new(0, 4, vec![0], vec![], vec![])
+            .unwrap()
+            .transpose();
+        assert_eq!((empty.nrows(), empty.ncols(), empty.nnz()), (4, 0, 0));
+    }
 
     #[test]
     fn try_new_sorts_and_sums_duplicates() {

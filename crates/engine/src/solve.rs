@@ -15,6 +15,19 @@ use std::time::Instant;
 
 /// The solver kernels' source (built after the prelude, as a program of its own).
 pub const BLAS_CL: &str = include_str!("../../../kernels/solve/blas.cl");
+/// The SpMM kernel (built with the solver kernels).
+pub const SPMM_CL: &str = include_str!("../../../kernels/solve/spmm.cl");
+
+/// Most vectors one SpMM launch multiplies; wider X goes in chunks of this many columns.
+pub const SPMM_MAX_K: usize = 64;
+
+fn blas_program(e: &Engine, p: crate::kernels::Precision) -> Result<Program> {
+    Ok(Program::builder()
+        .src(format!("{PRELUDE_CL}\n{BLAS_CL}\n{SPMM_CL}"))
+        .devices(e.device())
+        .cmplr_opt(e.build_options(p)?)
+        .build(e.context())?)
+}
 
 /// Most work-groups of a dot product (the partials the host adds).
 const DOT_GROUPS: usize = 256;
@@ -116,12 +129,7 @@ fn kernel<T: DeviceScalar>(e: &Engine, prog: &Program, name: &str, args: usize) 
 impl<T: DeviceScalar> Work<T> {
     fn new(e: &Engine, n: usize) -> Result<Work<T>> {
         let p = T::PRECISION;
-        let src = format!("{PRELUDE_CL}\n{BLAS_CL}");
-        let prog = Program::builder()
-            .src(src)
-            .devices(e.device())
-            .cmplr_opt(e.build_options(p)?)
-            .build(e.context())?;
+        let prog = blas_program(e, p)?;
         let wg = e.params(p).wg_size;
         let w = Work {
             n,
@@ -334,12 +342,7 @@ impl Engine {
         if n == 0 {
             return Ok(d);
         }
-        let src = format!("{PRELUDE_CL}\n{BLAS_CL}");
-        let prog = Program::builder()
-            .src(src)
-            .devices(self.device())
-            .cmplr_opt(self.build_options(T::PRECISION)?)
-            .build(self.context())?;
+        let prog = blas_program(self, T::PRECISION)?;
         let wg = self.params(T::PRECISION).wg_size;
         let k = Kernel::builder()
             .program(&prog)
@@ -362,6 +365,66 @@ impl Engine {
             )));
         }
         Ok(d)
+    }
+}
+
+impl Engine {
+    /// Y = A X for the `k` vectors of `x` (`ncols x k`, row-major: x[i * k + j]
+    /// is entry i of vector j), answered `nrows x k` row-major, each matrix
+    /// entry read once per chunk of up to [`SPMM_MAX_K`] vectors. Waits for
+    /// calls on the matrix in progress.
+    pub fn spmm<T: DeviceScalar>(&self, m: &DeviceMatrix<T>, x: &[T], k: usize) -> Result<Vec<T>> {
+        if k == 0 || x.len() != m.ncols * k {
+            return Err(EngineError::XLength {
+                expected: m.ncols * k.max(1),
+                got: x.len(),
+            });
+        }
+        let mut y = vec![T::zero(); m.nrows * k];
+        if m.nrows == 0 {
+            return Ok(y);
+        }
+        let _serial = m.staging.lock().unwrap_or_else(|e| e.into_inner());
+        let prog = blas_program(self, T::PRECISION)?;
+        let wg = self.params(T::PRECISION).wg_size;
+        for j0 in (0..k).step_by(SPMM_MAX_K) {
+            let kc = SPMM_MAX_K.min(k - j0);
+            // This chunk's columns of X, row-major.
+            let xc: Vec<T> = if kc == k {
+                x.to_vec()
+            } else {
+                (0..m.ncols)
+                    .flat_map(|i| x[i * k + j0..i * k + j0 + kc].iter().copied())
+                    .collect()
+            };
+            let xb = crate::engine::read_only_copy(self.queue(), &xc)?;
+            let yb = vector::<T>(self, m.nrows * kc)?;
+            let kp_log2 = kc.next_power_of_two().trailing_zeros();
+            let items = m.nrows << kp_log2;
+            let kern = Kernel::builder()
+                .program(&prog)
+                .name("spmm_rowmajor")
+                .queue(self.queue().clone())
+                .global_work_size(items.div_ceil(wg) * wg)
+                .arg(m.nrows as u32)
+                .arg(kc as u32)
+                .arg(kp_log2)
+                .arg(&m.row_ptr)
+                .arg(&m.col_idx)
+                .arg(&m.vals)
+                .arg(&xb)
+                .arg(&yb)
+                .build()?;
+            // SAFETY: x holds ncols * kc values, y nrows * kc.
+            unsafe { kern.enq()? };
+            let mut yc = vec![T::zero(); m.nrows * kc];
+            yb.read(&mut yc).enq()?;
+            for i in 0..m.nrows {
+                y[i * k + j0..i * k + j0 + kc].copy_from_slice(&yc[i * kc..(i + 1) * kc]);
+            }
+        }
+        self.queue().finish()?;
+        Ok(y)
     }
 }
 

@@ -179,3 +179,45 @@ fn new_values_reach_existing_plans_and_the_transpose_multiplies() {
     }
     assert!(sparse::spmv::compare(&t, &xt, &yt, &want_t).ok());
 }
+
+/// SpMM: k vectors at once equal k single products, for k = 1, 3, 16 and
+/// 70 (two chunks), square and rectangular, both precisions; k = 0 and a
+/// wrong length are refused.
+#[test]
+fn spmm_equals_one_product_per_vector() {
+    let Some(e) = engine() else { return };
+    let mats = [
+        gen::power_law(2_000, 6.0, 93).unwrap(),
+        gen::lp_like(200, 900, 94).unwrap(),
+        gen::many_empty_rows(500, 0.5, 95).unwrap(),
+    ];
+    for a in &mats {
+        let m = e.upload(a).unwrap();
+        for k in [1usize, 3, 16, 70] {
+            let x: Vec<f64> = (0..a.ncols() * k)
+                .map(|i| ((i * 7 % 11) as f64) - 5.0)
+                .collect();
+            let y = e.spmm(&m, &x, k).unwrap();
+            for j in 0..k {
+                let xj: Vec<f64> = (0..a.ncols()).map(|i| x[i * k + j]).collect();
+                let yj: Vec<f64> = (0..a.nrows()).map(|i| y[i * k + j]).collect();
+                let want = spmv_ref(a, &xj).unwrap();
+                assert!(
+                    sparse::spmv::compare(a, &xj, &yj, &want).ok(),
+                    "k {k} column {j}"
+                );
+            }
+        }
+        assert!(e.spmm(&m, &[], 0).is_err());
+        assert!(e.spmm(&m, &vec![1.0; a.ncols() * 2 - 1], 2).is_err());
+        if e.info().fp64 {
+            let a32 = a.cast::<f32>();
+            let m32 = e.upload(&a32).unwrap();
+            let x: Vec<f32> = (0..a.ncols() * 4).map(|i| (i % 3) as f32).collect();
+            let y = e.spmm(&m32, &x, 4).unwrap();
+            let x0: Vec<f32> = (0..a.ncols()).map(|i| x[i * 4]).collect();
+            let y0: Vec<f32> = (0..a.nrows()).map(|i| y[i * 4]).collect();
+            assert!(sparse::spmv::compare(&a32, &x0, &y0, &spmv_ref(&a32, &x0).unwrap()).ok());
+        }
+    }
+}

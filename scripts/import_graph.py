@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-LAYERS = {"http": 3, "service": 2, "device": 1}
+LAYERS = {"http": 3, "service": 2, "device": 1, "domain": 0}
 TOP = 4  # crate root files: lib.rs, main.rs, config.rs, serve.rs, bin/
 
 
@@ -263,5 +263,38 @@ def main():
     return 1 if circles or up else 0
 
 
+def long_functions(src, limit=80):
+    """Functions longer than `limit` lines (signature to closing brace), for `--long-fns`."""
+    out = []
+    for root, _, names in os.walk(src):
+        for n in sorted(names):
+            if not n.endswith(".rs"):
+                continue
+            path = os.path.join(root, n)
+            lines = strip_comments(open(path).read()).split("\n")
+            i = 0
+            while i < len(lines):
+                m = re.match(r"\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)", lines[i])
+                if not m:
+                    i += 1
+                    continue
+                depth, j, opened = 0, i, False
+                while j < len(lines):
+                    depth += lines[j].count("{") - lines[j].count("}")
+                    opened = opened or "{" in lines[j]
+                    if opened and depth <= 0 or (not opened and lines[j].rstrip().endswith(";")):
+                        break
+                    j += 1
+                if j - i + 1 > limit:
+                    out.append((j - i + 1, os.path.relpath(path, src), i + 1, m.group(6)))
+                i += 1
+    return sorted(out, reverse=True)
+
+
 if __name__ == "__main__":
+    if "--long-fns" in sys.argv:
+        args = [a for a in sys.argv[1:] if not a.startswith("-")]
+        for n, f, line, name in long_functions(args[0] if args else "crates/server/src"):
+            print(f"{n:4d} lines  {f}:{line}  {name}")
+        sys.exit(0)
     sys.exit(main())

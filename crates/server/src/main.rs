@@ -1,3 +1,5 @@
+//! `server`: the binary that starts the SpMV service (see `server --help`).
+//!
 //! `server`: starts the SpMV service with the shipped models on the best device
 //! found (see `server --help` for every flag and its environment variable).
 //! SIGTERM or SIGINT stop it gracefully: no new connections, requests in flight

@@ -1,3 +1,6 @@
+//! Serving the app on a socket: a cap on open connections, a header deadline
+//! and a graceful shutdown.
+//!
 //! Serving the app on a socket with the limits a public service needs: a cap on
 //! open connections, a deadline for each request's headers (which also closes
 //! idle keep-alive connections), and a graceful shutdown that stops accepting,
@@ -27,8 +30,8 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
 }
 
-impl From<&crate::Config> for ServeOptions {
-    fn from(c: &crate::Config) -> ServeOptions {
+impl From<&crate::domain::config::Config> for ServeOptions {
+    fn from(c: &crate::domain::config::Config) -> ServeOptions {
         ServeOptions {
             header_timeout: Duration::from_secs(c.header_timeout_s.max(1)),
             max_connections: c.max_connections.max(1),

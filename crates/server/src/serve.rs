@@ -1,10 +1,9 @@
 //! Serving the app on a socket: a cap on open connections, a header deadline
 //! and a graceful shutdown.
 //!
-//! Serving the app on a socket with the limits a public service needs: a cap on
-//! open connections, a deadline for each request's headers (which also closes
-//! idle keep-alive connections), and a graceful shutdown that stops accepting,
-//! lets requests in flight finish within a grace period, then closes the rest.
+//! The header deadline also closes idle keep-alive connections; the graceful
+//! shutdown stops accepting, lets requests in flight finish within a grace
+//! period, then closes the rest.
 //!
 //! `axum::serve` sets no header timeout, so slow clients could hold connections
 //! for ever; this loop drives hyper directly with a timer.

@@ -1,11 +1,10 @@
 //! Host buffers of x and y reused from call to call on one prepared matrix
 //! (heap, pinned or shared memory).
 //!
-//! Host buffers of x and y reused from call to call on one prepared matrix:
-//! a pool keeps one idle buffer, so a steady stream of calls allocates (and
+//! A pool keeps one idle buffer, so a steady stream of calls allocates (and
 //! faults in) no new memory for x's body or y's answer. The pools are seeded
-//! ([`VectorPools::seeded`], see [`crate::domain::config::HostPools`]) on a GPU with
-//! pinned host memory: x is received into it and y answered from it, and
+//! ([`VectorPools::seeded`], see [`crate::domain::config::HostPools`]) on a GPU
+//! with pinned host memory: x is received into it and y answered from it, and
 //! the device's copies of both run at DMA speed with no host copy; on a CPU
 //! device with shared memory, which the kernels read and write in place.
 

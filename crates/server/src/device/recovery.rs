@@ -1,17 +1,16 @@
 //! Recovery from device faults: the engine in a [`DeviceSlot`] with a
 //! generation, dropped on an OpenCL error and rebuilt by the worker.
 //!
-//! Recovery from device faults. The engine in use sits in a [`DeviceSlot`]
-//! with a generation number. When a device job fails with an OpenCL error the
-//! slot drops the engine (context, queue, programs) at once, bumps the
-//! generation (so device buffers and prepared plans made before are never used
-//! again) and marks the device as rebuilding; the device worker then reopens
-//! the same device with the service's configuration (programs from the on-disk
-//! binary cache where present) and checks it with the readiness SpMV, retrying
-//! with a doubling backoff a bounded number of times. While it rebuilds, device
-//! work is answered 503 with `Retry-After` and `/readyz` says why; after the
-//! last failed attempt the device is down until a request arrives past a
-//! cool-down, which starts another round.
+//! When a device job fails with an OpenCL error the slot drops the engine
+//! (context, queue, programs) at once, bumps the generation (so device buffers
+//! and prepared plans made before are never used again) and marks the device as
+//! rebuilding; the device worker then reopens the same device with the
+//! service's configuration (programs from the on-disk binary cache where
+//! present) and checks it with the readiness SpMV, retrying with a doubling
+//! backoff a bounded number of times. While it rebuilds, device work is
+//! answered 503 with `Retry-After` and `/readyz` says why; after the last
+//! failed attempt the device is down until a request arrives past a cool-down,
+//! which starts another round.
 
 use crate::device::state::DeviceState;
 use crate::domain::error::ApiError;

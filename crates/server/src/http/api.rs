@@ -1,12 +1,12 @@
 //! The wire types: every JSON body the service sends, with its schema.
 //!
-//! The wire types: every JSON body the service sends, as a `serde` struct with
-//! a `utoipa::ToSchema` derive, so that `/openapi.json` is generated from the
-//! same types the handlers serialise. Types of other crates that responses carry
-//! as they are (the planner's `Planning`, the model's time prediction, the
-//! decision paths) are described by the `*Doc` mirrors in [`crate::http::openapi`];
-//! the endpoint tests validate real answers against the document, extra fields
-//! included, so a mirror that drifts fails them.
+//! Each is a `serde` struct with a `utoipa::ToSchema` derive, so that
+//! `/openapi.json` is generated from the same types the handlers serialise.
+//! Types of other crates that responses carry as they are (the planner's
+//! `Planning`, the model's time prediction, the decision paths) are described
+//! by the `*Doc` mirrors in [`crate::http::openapi`]; the endpoint tests
+//! validate real answers against the document, extra fields included, so a
+//! mirror that drifts fails them.
 
 use crate::http::openapi::{ExplanationDoc, PlanningDoc, PrecisionDoc, TimePredictionDoc};
 use crate::service::planner::{ModelFile, ModelUsed, PlanView};

@@ -1,11 +1,11 @@
 //! The OpenAPI 3.1 document served at `/openapi.json`: its frame, the layers'
 //! responses, the query and request-body shapes and the `*Doc` mirrors.
 //!
-//! The OpenAPI 3.1 document served at `/openapi.json`, generated once from the
-//! routes ([`crate::http::routes_documented`], each handler's `#[utoipa::path]`) and
-//! the wire types of [`crate::http::api`]; here the document's frame (title, prose,
-//! auth scheme), the responses every route gets from the layers, the query
-//! parameters and request-body shapes, and `*Doc` mirrors describing the
+//! The document is generated once from the routes
+//! ([`crate::http::routes_documented`], each handler's `#[utoipa::path]`) and
+//! the wire types of [`crate::http::api`]; here the document's frame (title,
+//! prose, auth scheme), the responses every route gets from the layers, the
+//! query parameters and request-body shapes, and `*Doc` mirrors describing the
 //! types of other crates that responses carry as they are.
 
 use crate::http::api::ErrorBody;

@@ -1,13 +1,12 @@
 //! Who may do what: the API keys, the caller they make a [`Principal`], and
 //! keyed matrix ids (the HTTP layer that reads keys is `http::auth`).
 //!
-//! Who may do what (the service's side; the HTTP layer that reads keys from
-//! requests is `http::auth`). API keys are optional: off by default on a loopback
-//! address, required (unless explicitly waived) on any other. With keys, every
-//! route but the liveness, readiness and API-description ones needs one
-//! (`Authorization: Bearer KEY` or `X-API-Key: KEY`), an uploaded matrix
-//! belongs to the key that uploaded it and is invisible (404) to every other,
-//! and only keys marked `contribute` feed served matrices to retraining.
+//! API keys are optional: off by default on a loopback address, required
+//! (unless explicitly waived) on any other. With keys, every route but the
+//! liveness, readiness and API-description ones needs one (`Authorization:
+//! Bearer KEY` or `X-API-Key: KEY`), an uploaded matrix belongs to the key that
+//! uploaded it and is invisible (404) to every other, and only keys marked
+//! `contribute` feed served matrices to retraining.
 //!
 //! Keys are compared by their BLAKE3 digests, so the comparison time does not
 //! depend on how much of a guessed key is right. Matrix ids are a keyed hash of

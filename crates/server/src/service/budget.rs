@@ -1,13 +1,13 @@
 //! The memory budget of requests in flight: a semaphore of bytes reserved
 //! before they are allocated.
 //!
-//! The memory budget of requests in flight: a semaphore of bytes (in 64 KiB
-//! units). Each request reserves what it is estimated to hold (its body as it
-//! arrives, the decompressed text, the parse and matrix arrays from the sizes
-//! the header declares, x and y) before allocating it, and gives it back when
-//! it is answered. A request that does not fit waits a little (one deadline
-//! per request, however many times it grows), then gets 503 with
-//! `Retry-After`; one larger than the whole budget gets 413 at once.
+//! The semaphore counts 64 KiB units. Each request reserves what it is
+//! estimated to hold (its body as it arrives, the decompressed text, the parse
+//! and matrix arrays from the sizes the header declares, x and y) before
+//! allocating it, and gives it back when it is answered. A request that does
+//! not fit waits a little (one deadline per request, however many times it
+//! grows), then gets 503 with `Retry-After`; one larger than the whole budget
+//! gets 413 at once.
 
 use crate::domain::error::ApiError;
 use std::sync::Arc;

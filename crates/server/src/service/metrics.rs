@@ -1,7 +1,6 @@
 //! The service's metrics (prometheus-client), exposed at /metrics.
 //!
-//! The service's metrics, through `prometheus-client` and exposed at /metrics
-//! in the OpenMetrics text format: request counts by route, method and status;
+//! In the OpenMetrics text format: request counts by route, method and status;
 //! histograms of request latency by route, of the time device jobs wait in the
 //! queue, and of kernel and device end-to-end time by precision; counters of
 //! shed and failed work, of device jobs that expired in the queue or whose

@@ -1,14 +1,14 @@
 //! Model choice and planning: the models per precision, the plan for the calls
 //! a matrix is expected to serve, and the JSON view of a plan.
 //!
-//! Model choice and planning: the models of the models folder, the closest usable
-//! one for the device and each precision (exact device, same architecture class,
-//! same device type; see `selector::match_device`), the rule baseline otherwise,
-//! the plan for the calls a matrix is expected to serve (analysis cost, calibrated
-//! at start, against predicted time: `selector::Selector::plan_for_calls`), and
-//! the JSON view of a plan (scheme, bins with their rows, nonzeros and kernel).
-//! Nothing sent to clients carries an absolute file-system path: files are named
-//! by their file name only.
+//! The models of the models folder, the closest usable one for the device and
+//! each precision (exact device, same architecture class, same device type; see
+//! `selector::match_device`), the rule baseline otherwise, the plan for the
+//! calls a matrix is expected to serve (analysis cost, calibrated at start,
+//! against predicted time: `selector::Selector::plan_for_calls`), and the JSON
+//! view of a plan (scheme, bins with their rows, nonzeros and kernel). Nothing
+//! sent to clients carries an absolute file-system path: files are named by
+//! their file name only.
 
 use selector::{
     AmortiseContext, Amortised, AnalysisCosts, Assessment, DeviceIdentity, Explanation,

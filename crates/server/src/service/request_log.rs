@@ -1,10 +1,9 @@
 //! The request log: served requests written to the results database by one
 //! writer task through a bounded queue.
 //!
-//! The request log: every served request is written to the results database by
-//! one writer task fed through a bounded queue, so a slow or locked database
-//! never holds request memory without bound; entries past the bound are dropped
-//! and counted (`spmv_request_log_dropped_total`), and shutdown flushes the rest.
+//! The queue is bounded so that a slow or locked database never holds request
+//! memory without bound; entries past the bound are dropped and counted
+//! (`spmv_request_log_dropped_total`), and shutdown flushes the rest.
 
 use crate::service::metrics::Metrics;
 use std::sync::{Arc, Mutex};

@@ -1,13 +1,13 @@
 //! The shared state of the service ([`AppState`]) and its core operations:
 //! matrices and their device versions, planning, the device queue.
 //!
-//! The shared state of the service and its core operations: the device (or why
-//! there is none), the plan selector, the matrix cache, the device queue, the
-//! results database and the metrics; uploading a matrix with its plan, and
-//! running y = A x. Device work goes through [`AppState::on_device`], which
-//! runs it on the engine of the [`DeviceSlot`] and, on an OpenCL error, drops
-//! that engine and every cached matrix's device buffers for a rebuild (the
-//! host copies stay, and are uploaded again on their next use).
+//! It holds the device (or why there is none), the plan selector, the matrix
+//! cache, the device queue, the results database and the metrics; uploading a
+//! matrix with its plan, and running y = A x. Device work goes through
+//! [`AppState::on_device`], which runs it on the engine of the [`DeviceSlot`]
+//! and, on an OpenCL error, drops that engine and every cached matrix's device
+//! buffers for a rebuild (the host copies stay, and are uploaded again on their
+//! next use).
 
 use crate::device::queue::DeviceQueue;
 use crate::device::recovery::{DeviceSlot, RebuildPolicy};

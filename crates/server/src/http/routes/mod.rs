@@ -1,12 +1,12 @@
 //! The HTTP handlers, one module per resource, and the helpers they share.
 //!
-//! The HTTP handlers, one module per resource: `matrices` (POST /matrices,
-//! GET and DELETE /matrices/{id}), `spmv` (POST /spmv), `predict` (POST
-//! /predict) and `ops` (health, readiness helpers, device, models, metrics,
-//! OpenAPI, request tracking and the fallbacks) and `ready` (GET /readyz).
-//! Their shared prologue is the extractors of [`crate::http::extract`].
-//! Each handler carries its `#[utoipa::path]`: the document's operations come
-//! from these annotations and the types of [`crate::http::api`].
+//! The modules: `matrices` (POST /matrices, GET and DELETE /matrices/{id}),
+//! `spmv` (POST /spmv), `predict` (POST /predict) and `ops` (health, readiness
+//! helpers, device, models, metrics, OpenAPI, request tracking and the
+//! fallbacks) and `ready` (GET /readyz). Their shared prologue is the
+//! extractors of [`crate::http::extract`]. Each handler carries its
+//! `#[utoipa::path]`: the document's operations come from these annotations and
+//! the types of [`crate::http::api`].
 
 pub mod matrices;
 pub mod ops;

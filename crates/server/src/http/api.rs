@@ -25,6 +25,25 @@ pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
+/// Error answers every route reading a request body can give, said once for
+/// their `#[utoipa::path]`s.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)]
+pub enum BodyErrors {
+    /// The body was too slow.
+    #[response(
+        status = 408,
+        description = "body_timeout: the body was not received within --body-timeout-s"
+    )]
+    Timeout(ErrorBody),
+    /// The body's media type.
+    #[response(
+        status = 415,
+        description = "unsupported_media_type, or nested_gzip (gzip inside gzip)"
+    )]
+    MediaType(ErrorBody),
+}
+
 /// The code and message of an error.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {

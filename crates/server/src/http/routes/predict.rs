@@ -26,9 +26,8 @@ use crate::http::openapi::{BinaryCsrDoc, BytesDoc, ExplainParams, MatrixMarketDo
     responses(
         (status = 200, description = "The plan", body = api::Prediction),
         (status = 400, description = "invalid_matrix_market, invalid_json, invalid_binary_csr or bad_request (an unknown or malformed query parameter)", body = api::ErrorBody),
-        (status = 408, description = "body_timeout: the body was not received within --body-timeout-s", body = api::ErrorBody),
+        api::BodyErrors,
         (status = 413, description = "too_large: the body, its decompressed size or the declared rows, columns or nonzeros over the limits", body = api::ErrorBody),
-        (status = 415, description = "unsupported_media_type, or nested_gzip (gzip inside gzip)", body = api::ErrorBody),
         (status = 422, description = "invalid_matrix, non_finite, unprocessable, unsupported_precision", body = api::ErrorBody),
         (status = 503, description = "busy (the memory budget for requests in flight is spent) or overloaded (--max-in-flight), with Retry-After", body = api::ErrorBody),
     ),

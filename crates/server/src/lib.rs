@@ -5,36 +5,23 @@
 //! The whole service is [`app`]: a `Router` over an [`AppState`], so tests drive
 //! it with `tower::ServiceExt::oneshot` without a socket.
 //!
-//! Architecture invariant: this is the only crate that knows HTTP and the JSON
-//! request types. Matrices enter through [`input`] (which validates them once);
-//! device work goes through the bounded [`queue`] to one worker thread and never
-//! runs on the async runtime; every error is an [`error::ApiError`].
+//! Architecture: four layers, imports pointing one way (checked by
+//! `scripts/import_graph.py`): [`http`] (routes, extractors, wire types, the
+//! OpenAPI document) -> [`service`] (matrices, planning, tuning, budget) ->
+//! [`device`] (queue, worker, recovery, host pools) -> [`domain`] (config,
+//! the one error type [`ApiError`], the binary CSR codec). Device work goes
+//! through the bounded queue to one worker thread and never runs on the async
+//! runtime. The modules re-exported below keep their old public paths.
 
-pub mod api;
-pub mod auth;
-pub mod budget;
-pub mod cache;
-pub mod config;
-pub mod csr_binary;
-pub mod error;
-pub mod input;
-pub mod keep;
-pub mod layers;
-pub mod metrics;
-pub mod openapi;
-pub mod planner;
-pub mod pool;
-pub mod queue;
-pub mod ready;
-pub mod recovery;
-pub mod request;
-pub mod request_log;
-pub mod routes;
+pub mod device;
+pub mod domain;
+pub mod http;
 pub mod serve;
-pub mod shared;
-pub mod state;
-pub mod tune;
-pub mod xbody;
+pub mod service;
+
+pub use domain::{config, csr_binary, error};
+pub use http::{api, input, openapi, routes, routes_documented};
+pub use service::{auth, metrics, planner, state, tune};
 
 pub use config::{Config, Limits};
 pub use error::ApiError;
@@ -46,32 +33,12 @@ use axum::Router;
 use std::time::Duration;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::RequestBodyTimeoutLayer;
-use utoipa::OpenApi;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
-
-/// Every route with its OpenAPI operation (from each handler's
-/// `#[utoipa::path]`): the one list both [`app`] and [`openapi::document`] use.
-pub fn routes_documented() -> OpenApiRouter<AppState> {
-    use routes::{matrices, ops, predict, spmv};
-    OpenApiRouter::with_openapi(openapi::Frame::openapi())
-        .routes(routes!(predict::predict))
-        .routes(routes!(matrices::upload))
-        .routes(routes!(matrices::get_matrix, matrices::delete_matrix))
-        .routes(routes!(spmv::spmv))
-        .routes(routes!(ops::healthz))
-        .routes(routes!(ready::readyz))
-        .routes(routes!(ops::device))
-        .routes(routes!(ops::models))
-        .routes(routes!(ops::metrics))
-        .routes(routes!(ops::openapi))
-}
 
 /// The service: every route, the metrics middleware, JSON 404/405 answers.
 pub fn app(state: AppState) -> Router {
     let (router, _) = routes_documented().split_for_parts();
     router
-        .route_layer(from_fn_with_state(state.clone(), auth::authenticate))
+        .route_layer(from_fn_with_state(state.clone(), http::auth::authenticate))
         .route_layer(from_fn_with_state(state.clone(), routes::track))
         .method_not_allowed_fallback(routes::wrong_method)
         .fallback(routes::no_route)
@@ -82,9 +49,9 @@ pub fn app(state: AppState) -> Router {
         .layer(RequestBodyTimeoutLayer::new(Duration::from_secs(
             state.config().body_timeout_s.max(1),
         )))
-        .layer(from_fn_with_state(state.clone(), layers::deadline))
-        .layer(from_fn_with_state(state.clone(), layers::shed))
-        .layer(CatchPanicLayer::custom(layers::panic_response))
-        .layer(layers::cors(&state.config().cors_origins))
+        .layer(from_fn_with_state(state.clone(), http::layers::deadline))
+        .layer(from_fn_with_state(state.clone(), http::layers::shed))
+        .layer(CatchPanicLayer::custom(http::layers::panic_response))
+        .layer(http::layers::cors(&state.config().cors_origins))
         .with_state(state)
 }

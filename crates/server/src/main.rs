@@ -1,8 +1,9 @@
-//! `server`: starts the SpMV service with the shipped models on the best device
-//! found (see `server --help` for every flag and its environment variable).
-//! SIGTERM or SIGINT stop it gracefully: no new connections, requests in flight
-//! finish within `--shutdown-grace-s`, the request log is flushed and the
-//! database closed.
+//! `server`: the binary that starts the SpMV service (see `server --help`).
+//!
+//! It serves the shipped models on the best device found (`server --help` lists
+//! every flag and its environment variable). SIGTERM or SIGINT stop it
+//! gracefully: no new connections, requests in flight finish within
+//! `--shutdown-grace-s`, the request log is flushed and the database closed.
 
 use anyhow::Context;
 use clap::Parser;

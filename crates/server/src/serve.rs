@@ -1,7 +1,9 @@
-//! Serving the app on a socket with the limits a public service needs: a cap on
-//! open connections, a deadline for each request's headers (which also closes
-//! idle keep-alive connections), and a graceful shutdown that stops accepting,
-//! lets requests in flight finish within a grace period, then closes the rest.
+//! Serving the app on a socket: a cap on open connections, a header deadline
+//! and a graceful shutdown.
+//!
+//! The header deadline also closes idle keep-alive connections; the graceful
+//! shutdown stops accepting, lets requests in flight finish within a grace
+//! period, then closes the rest.
 //!
 //! `axum::serve` sets no header timeout, so slow clients could hold connections
 //! for ever; this loop drives hyper directly with a timer.
@@ -27,8 +29,8 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
 }
 
-impl From<&crate::Config> for ServeOptions {
-    fn from(c: &crate::Config) -> ServeOptions {
+impl From<&crate::domain::config::Config> for ServeOptions {
+    fn from(c: &crate::domain::config::Config) -> ServeOptions {
         ServeOptions {
             header_timeout: Duration::from_secs(c.header_timeout_s.max(1)),
             max_connections: c.max_connections.max(1),

@@ -73,7 +73,9 @@ pub fn upload_blocking(
         EngineError::NonFinite(why) => ApiError::NonFinite(why),
         e => e.into(),
     })?;
-    let plan = engine.prepare_binned_any(&matrix, binning, plan, LaunchMode::Grouped)?;
+    // Fused on GPUs (one launch for the row-mapped bins), grouped on CPUs.
+    let mode = LaunchMode::serving(&engine.info().kind);
+    let plan = engine.prepare_binned_any(&matrix, binning, plan, mode)?;
     let w = p.bytes();
     let (x_bytes, y_bytes) = (a.ncols() * w, a.nrows() * w);
     Ok(DeviceBuffers {

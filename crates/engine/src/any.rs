@@ -371,6 +371,39 @@ impl Engine {
         on_pair!(m, pp, (m, pp) => self.measure_from(m, pp, x, policy, estimate_ms))
     }
 
+    /// [`Engine::solve_cg`] for a matrix of either precision: b and x0
+    /// converted from `f64`, x answered in `f64`.
+    pub fn solve_cg_any(
+        &self,
+        m: &AnyMatrix,
+        pp: &AnyPlan,
+        b: &[f64],
+        x0: Option<&[f64]>,
+        opts: &crate::solve::SolveOptions,
+    ) -> Result<crate::solve::Solved<f64>> {
+        on_pair!(m, pp, (m, pp) => self.solve_cg_from(m, pp, b, x0, opts))
+    }
+
+    fn solve_cg_from<T: DeviceScalar>(
+        &self,
+        m: &DeviceMatrix<T>,
+        pp: &PreparedPlan<T>,
+        b: &[f64],
+        x0: Option<&[f64]>,
+        opts: &crate::solve::SolveOptions,
+    ) -> Result<crate::solve::Solved<f64>> {
+        let conv = |v: &[f64]| -> Vec<T> { v.iter().map(|&e| T::from_f64(e)).collect() };
+        let x0 = x0.map(conv);
+        let s = self.solve_cg(m, pp, &conv(b), x0.as_deref(), opts)?;
+        Ok(crate::solve::Solved {
+            x: s.x.iter().map(|v| v.to_f64()).collect(),
+            iterations: s.iterations,
+            residuals: s.residuals,
+            stop: s.stop,
+            device_ms: s.device_ms,
+        })
+    }
+
     /// Bins a matrix of either precision under `scheme` (host side).
     pub fn binning_any(&self, m: &AnyMatrix, scheme: Scheme) -> Binning {
         Binning::new(m.row_ptr(), scheme)

@@ -124,7 +124,7 @@ impl<T: DeviceScalar> PreparedPlan<T> {
         let n = self
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        n < crate::engine::PROFILED_FIRST || n % every.max(1) == 0
+        n < crate::engine::PROFILED_FIRST || n.is_multiple_of(every.max(1))
     }
 }
 

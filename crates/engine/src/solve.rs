@@ -303,7 +303,7 @@ impl Engine {
             }
             product(&p, &ap)?;
             let pap = w.dot(&p, &ap)?;
-            if !(pap > 0.0) || !pap.is_finite() {
+            if pap.is_nan() || pap <= 0.0 || !pap.is_finite() {
                 break Stop::Breakdown {
                     iteration: it + 1,
                     why: format!("p'Ap = {pap:e}: the matrix is not symmetric positive definite"),

@@ -172,9 +172,9 @@ fn new_values_reach_existing_plans_and_the_transpose_multiplies() {
     let (yt, _) = e.execute(&mt, &ppt, &xt).unwrap();
     // The reference: y_j = sum_i A[i][j] x_i, straight from A's rows.
     let mut want_t = vec![0.0; r.ncols()];
-    for i in 0..r.nrows() {
+    for (i, xi) in xt.iter().enumerate() {
         for k in r.row_ptr()[i] as usize..r.row_ptr()[i + 1] as usize {
-            want_t[r.col_idx()[k] as usize] += r.values()[k] * xt[i];
+            want_t[r.col_idx()[k] as usize] += r.values()[k] * xi;
         }
     }
     assert!(sparse::spmv::compare(&t, &xt, &yt, &want_t).ok());

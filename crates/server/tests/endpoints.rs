@@ -569,6 +569,7 @@ async fn openapi_document_lists_every_route_and_method_the_app_serves() {
         "/predict",
         "/matrices",
         "/matrices/{id}",
+        "/matrices/{id}/solve",
         "/spmv",
         "/healthz",
         "/readyz",

@@ -18,4 +18,5 @@ mod ready;
 mod replicas;
 mod request_path;
 mod serve;
+mod solve;
 mod tuning;

@@ -454,3 +454,63 @@ pub struct Models<'a> {
     /// Every model file found, how close each is to this device or why it is refused.
     pub files: &'a [ModelFile],
 }
+
+/// The body of `POST /matrices/{id}/solve`.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SolveRequest {
+    /// The method: `cg` (conjugate gradients, for symmetric positive definite
+    /// matrices).
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// The right-hand side, one entry per row.
+    pub b: Vec<f64>,
+    /// The first iterate (default: zeros).
+    #[serde(default)]
+    pub x0: Option<Vec<f64>>,
+    /// Stop when ||b - A x|| <= tol ||b|| (default 1e-8; above 0).
+    #[serde(default)]
+    pub tol: Option<f64>,
+    /// Most iterations (default 1000, at most 100000).
+    #[serde(default)]
+    pub maxiter: Option<usize>,
+    /// `none` (default) or `jacobi`.
+    #[serde(default)]
+    pub preconditioner: Option<String>,
+    /// Value precision of the device copy (default f64).
+    #[serde(default)]
+    #[schema(value_type = Option<PrecisionDoc>)]
+    pub precision: Option<Precision>,
+}
+
+fn default_method() -> String {
+    "cg".into()
+}
+
+/// The answer of `POST /matrices/{id}/solve`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SolveAnswer {
+    /// The matrix.
+    pub matrix_id: String,
+    /// The method run.
+    pub method: String,
+    /// The preconditioner used.
+    pub preconditioner: String,
+    /// The precision it ran in.
+    #[schema(value_type = PrecisionDoc)]
+    pub precision: Precision,
+    /// The last iterate.
+    pub x: Vec<f64>,
+    /// Iterations run.
+    pub iterations: usize,
+    /// ||r|| / ||b|| before the first iteration and after each.
+    pub residuals: Vec<f64>,
+    /// Why it stopped: `converged`, `maxiter` or `deadline` (a breakdown is a 422).
+    pub stop: String,
+    /// Whether the tolerance was reached.
+    pub converged: bool,
+    /// Time of the solve on the device worker (vectors in, iterations, x out), ms.
+    pub device_ms: f64,
+    /// Planning, upload and preparation when this call put the matrix on the device, ms.
+    pub setup_ms: Option<f64>,
+}

@@ -36,6 +36,8 @@ pub struct Metrics {
     kernel: Family<Labels, Histogram, fn() -> Histogram>,
     device_e2e: Family<Labels, Histogram, fn() -> Histogram>,
     rejected_full: Counter,
+    solves: Family<Labels, Counter>,
+    solve_iterations: Counter,
     deadline: Counter,
     log_failures: Counter,
     log_dropped: Counter,
@@ -77,6 +79,8 @@ impl Default for Metrics {
             kernel: Family::new_with_constructor(histogram),
             device_e2e: Family::new_with_constructor(histogram),
             rejected_full: Counter::default(),
+            solves: Family::default(),
+            solve_iterations: Counter::default(),
             deadline: Counter::default(),
             log_failures: Counter::default(),
             log_dropped: Counter::default(),
@@ -126,6 +130,16 @@ impl Metrics {
             "queue_rejected",
             "Requests answered 503 because the device queue was full",
             self.rejected_full.clone(),
+        );
+        r.register(
+            "solves",
+            "Iterative solves on the device, by why they stopped",
+            self.solves.clone(),
+        );
+        r.register(
+            "solve_iterations",
+            "Iterations of the iterative solves on the device",
+            self.solve_iterations.clone(),
         );
         r.register(
             "deadline_exceeded",
@@ -233,6 +247,14 @@ impl Metrics {
         let l = vec![("precision", precision.to_string())];
         self.kernel.get_or_create(&l).observe(kernel_s);
         self.device_e2e.get_or_create(&l).observe(e2e_s);
+    }
+
+    /// Counts a solve on the device, its iterations and why it stopped.
+    pub fn solve(&self, iterations: usize, stop: &str) {
+        self.solves
+            .get_or_create(&vec![("stop", stop.to_string())])
+            .inc();
+        self.solve_iterations.inc_by(iterations as u64);
     }
 
     /// Counts a request turned away because the device queue was full.

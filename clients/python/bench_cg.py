@@ -14,7 +14,8 @@ product one binary /spmv call) and prints, as medians per iteration:
 - kernel = ``x-kernel-ms`` (profiled SpMV kernels only);
 
 beside a local scipy ``A @ x`` on the same matrix and the whole CG solve
-both ways. Without --url it starts the release server binary itself on a free
+both ways, and the whole CG on the device (``Client.solve``, one request)
+against the operator-driven one. Without --url it starts the release server binary itself on a free
 loopback port (no database, the repository's models).
 
     python3 clients/python/bench_cg.py [--url http://host:port] [--nnz 1000000] [--precision f64]
@@ -174,6 +175,15 @@ def run(url, args):
     print(f"CG, {args.iters} iterations: service {cg_service:.0f} ms "
           f"({cg_service / args.iters:.2f} ms/it), local scipy {cg_local:.0f} ms "
           f"({cg_local / args.iters:.2f} ms/it)")
+    # The whole CG on the device (POST /matrices/{id}/solve), same iterations.
+    c.solve(mid, b, tol=1e-30, maxiter=2, precision=args.precision)  # warm
+    t = time.perf_counter()
+    r = c.solve(mid, b, tol=1e-30, maxiter=args.iters, precision=args.precision)
+    cg_device = (time.perf_counter() - t) * 1e3
+    print(f"CG, {r.iterations} iterations on the device (POST /matrices/{{id}}/solve): "
+          f"{cg_device:.0f} ms round trip ({r.device_ms:.0f} ms on the device worker), "
+          f"{cg_service / cg_device:.1f}x the operator-driven CG (target >= 20x), "
+          f"{cg_local / cg_device:.2f}x local scipy")
     c.delete(mid)
 
 

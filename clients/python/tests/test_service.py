@@ -135,6 +135,24 @@ def test_cg_through_the_operator_converges_to_scipys_solution(device_client, pat
     assert np.linalg.norm(x - x_local) / np.linalg.norm(x_local) < 1e-6
 
 
+@pytest.mark.parametrize("path", spd_matrices(), ids=lambda p: p.name.split(".")[0])
+def test_solve_on_the_device_equals_scipys_solution(device_client, path):
+    A = load(path)
+    b = np.random.default_rng(1).standard_normal(A.shape[0])
+    mid = device_client.upload(A)
+    exact = sla.spsolve(A.tocsc(), b)
+    for pre in ("none", "jacobi"):
+        r = device_client.solve(mid, b, tol=1e-10, maxiter=20 * A.shape[0], preconditioner=pre)
+        assert r.converged and r.stop == "converged", (pre, r.stop, r.residuals[-1])
+        assert len(r.residuals) == r.iterations + 1
+        rel = np.linalg.norm(r.x - exact) / np.linalg.norm(exact)
+        assert rel < 1e-6, (pre, rel)
+    # A breakdown or a bad b is the service's 422, with its message.
+    with pytest.raises(ServiceError) as e:
+        device_client.solve(mid, b[:-1])
+    assert e.value.status == 422 and "entries" in str(e.value)
+
+
 def test_predict_gives_the_plan(client):
     A = load(FIXTURES[0])
     p = client.predict(A, precision="f32", explain=True)

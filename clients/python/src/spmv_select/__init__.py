@@ -5,11 +5,13 @@
 >>> mid = c.upload(A)                # any scipy.sparse matrix, binary CSR on the wire
 >>> y = c.spmv(mid, x)               # numpy array, binary x and y
 >>> op = c.operator(mid)             # scipy.sparse.linalg.LinearOperator for cg, gmres, eigsh
+>>> r = c.solve(mid, b)              # CG on the device: r.x, r.iterations, r.residuals
 """
 
 from .client import (
     Client,
     ServiceError,
+    SolveResult,
     SpmvSelectError,
     SpmvTimings,
     TransportError,
@@ -20,6 +22,7 @@ from . import csrbin
 __all__ = [
     "Client",
     "ServiceError",
+    "SolveResult",
     "SpmvSelectError",
     "SpmvTimings",
     "TransportError",

@@ -17,7 +17,7 @@ import json
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -75,6 +75,21 @@ class SpmvTimings:
     server: float
     round_trip: float
     in_place: bool = False
+
+
+@dataclass
+class SolveResult:
+    """The answer of :meth:`Client.solve`."""
+
+    x: np.ndarray
+    iterations: int
+    #: ||b - A x|| / ||b|| before the first iteration and after each.
+    residuals: List[float]
+    #: ``converged``, ``maxiter`` or ``deadline``.
+    stop: str
+    converged: bool
+    #: Time of the solve on the device worker, ms.
+    device_ms: float
 
 
 def _precision(p: Optional[str]) -> Optional[str]:
@@ -418,6 +433,48 @@ class Client:
             in_place=h.get("x-in-place") == "true",
         )
         return y, t
+
+    def solve(
+        self,
+        matrix_id: str,
+        b,
+        x0=None,
+        method: str = "cg",
+        tol: float = 1e-8,
+        maxiter: Optional[int] = None,
+        preconditioner: str = "none",
+        precision: Optional[str] = None,
+    ) -> "SolveResult":
+        """Solves A x = b on the service's device (``POST
+        /matrices/{id}/solve``): the vectors stay on the device and every
+        product runs the matrix's plan. ``method="cg"`` (A symmetric positive
+        definite), ``preconditioner="none"`` or ``"jacobi"``. A breakdown or a
+        bad request raises :class:`ServiceError` with the service's message."""
+        body = {
+            "method": method,
+            "b": [float(v) for v in np.ravel(np.asarray(b, dtype=np.float64))],
+            "tol": float(tol),
+            "preconditioner": preconditioner,
+            "precision": _precision(precision) or "f64",
+        }
+        if x0 is not None:
+            body["x0"] = [float(v) for v in np.ravel(np.asarray(x0, dtype=np.float64))]
+        if maxiter is not None:
+            body["maxiter"] = int(maxiter)
+        v = self._request(
+            "POST",
+            f"/matrices/{matrix_id}/solve",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        ).json()
+        return SolveResult(
+            x=np.asarray(v["x"], dtype=np.float64),
+            iterations=int(v["iterations"]),
+            residuals=[float(r) for r in v["residuals"]],
+            stop=v["stop"],
+            converged=bool(v["converged"]),
+            device_ms=float(v["device_ms"]),
+        )
 
     def operator(
         self,

@@ -15,13 +15,6 @@ void solve_dot(const uint n, __global const value_t* restrict a,
     if (get_local_id(0) == 0) partials[get_group_id(0)] = s;
 }
 
-// y += alpha x
-__kernel void solve_axpy(const uint n, const value_t alpha, __global const value_t* restrict x,
-                         __global value_t* restrict y) {
-    const uint i = get_global_id(0);
-    if (i < n) y[i] += alpha * x[i];
-}
-
 // y = x + beta y
 __kernel void solve_xpby(const uint n, __global const value_t* restrict x, const value_t beta,
                          __global value_t* restrict y) {
@@ -54,4 +47,23 @@ __kernel void solve_diag_inv(const uint n, __global const uint* restrict row_ptr
     for (uint k = row_ptr[i]; k < row_ptr[i + 1]; ++k)
         if (col_idx[k] == i) d += vals[k];
     dinv[i] = d != 0 ? 1 / d : 0;
+}
+
+// CG's update in one pass: x += alpha p, r -= alpha ap, and the partial sums
+// of r . r (as solve_dot: one per work-group, added on the host in order).
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void solve_cg_update(const uint n, const value_t alpha, __global const value_t* restrict p,
+                     __global const value_t* restrict ap, __global value_t* restrict x,
+                     __global value_t* restrict r, __global value_t* restrict partials) {
+    __local value_t red[WG_SIZE];
+    SHFL_SCRATCH(WG_SIZE);
+    value_t s = 0;
+    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
+        x[i] += alpha * p[i];
+        const value_t ri = r[i] - alpha * ap[i];
+        r[i] = ri;
+        s += ri * ri;
+    }
+    s = group_sum(s, WG_SIZE, red, shfl_scratch);
+    if (get_local_id(0) == 0) partials[get_group_id(0)] = s;
 }

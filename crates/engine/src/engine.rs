@@ -162,6 +162,8 @@ pub struct Engine {
     /// Whether shared memory ([`Engine::shared_bytes`]) is fine-grained
     /// SVM: the device offers it and [`EngineConfig::shared_memory`] allows.
     pub(crate) svm: bool,
+    /// The solver kernels' programs (`solve::blas_program`), built on first use.
+    pub(crate) solver_programs: Mutex<HashMap<Precision, Program>>,
     /// Calls of a plan whose kernels are profiled: the first
     /// [`PROFILED_FIRST`], then one in `profile_every` (1: every call).
     profile_every: u64,
@@ -263,6 +265,7 @@ impl Engine {
             counters: Counters::default(),
             next_id: AtomicU64::new(1),
             profile_every: 1,
+            solver_programs: Mutex::new(HashMap::new()),
         })
     }
 

@@ -21,12 +21,22 @@ pub const SPMM_CL: &str = include_str!("../../../kernels/solve/spmm.cl");
 /// Most vectors one SpMM launch multiplies; wider X goes in chunks of this many columns.
 pub const SPMM_MAX_K: usize = 64;
 
+/// The solver and SpMM kernels for precision `p`, built once per engine.
 fn blas_program(e: &Engine, p: crate::kernels::Precision) -> Result<Program> {
-    Ok(Program::builder()
+    let mut built = e
+        .solver_programs
+        .lock()
+        .unwrap_or_else(|err| err.into_inner());
+    if let Some(prog) = built.get(&p) {
+        return Ok(prog.clone());
+    }
+    let prog = Program::builder()
         .src(format!("{PRELUDE_CL}\n{BLAS_CL}\n{SPMM_CL}"))
         .devices(e.device())
         .cmplr_opt(e.build_options(p)?)
-        .build(e.context())?)
+        .build(e.context())?;
+    built.insert(p, prog.clone());
+    Ok(prog)
 }
 
 /// Most work-groups of a dot product (the partials the host adds).
@@ -103,10 +113,10 @@ struct Work<T: DeviceScalar> {
     wg: usize,
     partials: Buffer<T>,
     dot: Kernel,
-    axpy: Kernel,
     xpby: Kernel,
     scale: Kernel,
     residual: Kernel,
+    update: Kernel,
 }
 
 fn vector<T: DeviceScalar>(e: &Engine, n: usize) -> Result<Buffer<T>> {
@@ -136,13 +146,14 @@ impl<T: DeviceScalar> Work<T> {
             wg,
             partials: vector(e, DOT_GROUPS)?,
             dot: kernel::<T>(e, &prog, "solve_dot", 4)?,
-            axpy: kernel::<T>(e, &prog, "solve_axpy", 4)?,
             xpby: kernel::<T>(e, &prog, "solve_xpby", 4)?,
             scale: kernel::<T>(e, &prog, "solve_scale", 4)?,
             residual: kernel::<T>(e, &prog, "solve_residual", 3)?,
+            update: kernel::<T>(e, &prog, "solve_cg_update", 7)?,
         };
         w.dot.set_arg(3, &w.partials)?;
-        for k in [&w.dot, &w.axpy, &w.xpby, &w.scale, &w.residual] {
+        w.update.set_arg(6, &w.partials)?;
+        for k in [&w.dot, &w.xpby, &w.scale, &w.residual, &w.update] {
             k.set_arg(0, n as u32)?;
         }
         Ok(w)
@@ -161,16 +172,21 @@ impl<T: DeviceScalar> Work<T> {
     /// a . b, summed per work-group on the device and then on the host in
     /// work-group order (the same bits every time).
     fn dot(&self, a: &Buffer<T>, b: &Buffer<T>) -> Result<f64> {
+        self.dot.set_arg(1, a)?;
+        self.dot.set_arg(2, b)?;
+        self.reduce(&self.dot)
+    }
+
+    /// Runs `k`, a kernel that leaves one partial sum per work-group in
+    /// `partials`, and adds them on the host in work-group order.
+    fn reduce(&self, k: &Kernel) -> Result<f64> {
         if self.n == 0 {
             return Ok(0.0);
         }
         let groups = self.n.div_ceil(self.wg).min(DOT_GROUPS);
-        self.dot.set_arg(1, a)?;
-        self.dot.set_arg(2, b)?;
         // SAFETY: arguments set; `partials` holds DOT_GROUPS values.
         unsafe {
-            self.dot
-                .cmd()
+            k.cmd()
                 .global_work_size(groups * self.wg)
                 .local_work_size(self.wg)
                 .enq()?
@@ -180,12 +196,19 @@ impl<T: DeviceScalar> Work<T> {
         Ok(host.iter().map(|v| v.to_f64()).sum())
     }
 
-    /// y += alpha x
-    fn axpy(&self, alpha: f64, x: &Buffer<T>, y: &Buffer<T>) -> Result<()> {
-        self.axpy.set_arg(1, T::from_f64(alpha))?;
-        self.axpy.set_arg(2, x)?;
-        self.axpy.set_arg(3, y)?;
-        self.elementwise(&self.axpy)
+    /// x += alpha p, r -= alpha ap in one pass; returns r . r.
+    fn cg_update(
+        &self,
+        alpha: f64,
+        (p, ap): (&Buffer<T>, &Buffer<T>),
+        (x, r): (&Buffer<T>, &Buffer<T>),
+    ) -> Result<f64> {
+        self.update.set_arg(1, T::from_f64(alpha))?;
+        self.update.set_arg(2, p)?;
+        self.update.set_arg(3, ap)?;
+        self.update.set_arg(4, x)?;
+        self.update.set_arg(5, r)?;
+        self.reduce(&self.update)
     }
 
     /// y = x + beta y
@@ -283,7 +306,7 @@ impl Engine {
         if n > 0 {
             z.copy(&p, None, None).enq()?;
         }
-        let mut rz = w.dot(&r, &z)?;
+        let mut rz = if dinv.is_some() { w.dot(&r, &z)? } else { rr };
         let mut it = 0;
         let stop = loop {
             if !residuals[it].is_finite() {
@@ -310,12 +333,11 @@ impl Engine {
                 };
             }
             let alpha = rz / pap;
-            w.axpy(alpha, &p, &x)?;
-            w.axpy(-alpha, &ap, &r)?;
-            rr = w.dot(&r, &r)?;
+            rr = w.cg_update(alpha, (&p, &ap), (&x, &r))?;
             residuals.push(rr.sqrt() / scale);
             precondition(&r, &z)?;
-            let rz_new = w.dot(&r, &z)?;
+            // Without a preconditioner z is r: r . z is r . r.
+            let rz_new = if dinv.is_some() { w.dot(&r, &z)? } else { rr };
             let beta = if rz != 0.0 { rz_new / rz } else { 0.0 };
             rz = rz_new;
             w.xpby(&z, beta, &p)?;

@@ -211,11 +211,18 @@ def test_bad_x_and_deleted_ids_raise_with_the_services_message(device_client):
         device_client.spmv(mid, np.ones(A.shape[1]), precision="f16")
 
 
-def test_rmatvec_of_a_general_matrix_is_refused(device_client):
+def test_rmatvec_of_a_general_matrix_is_the_services_transpose(device_client):
     A = load(next(p for p in FIXTURES if "rdb200" in p.name))
+    assert abs(A - A.T).max() > 0, "a matrix that is not symmetric"
     op = device_client.operator(device_client.upload(A))
-    with pytest.raises(NotImplementedError, match="A\\^T x"):
-        op.rmatvec(np.ones(A.shape[0]))
+    x = np.random.default_rng(2).standard_normal(A.shape[0])
+    y = op.rmatvec(x)
+    assert np.allclose(y, A.T @ x, rtol=1e-12, atol=1e-12)
+    # Rectangular too, through spmv(..., transpose=True).
+    R = sp.random(40, 90, density=0.1, format="csr", random_state=3)
+    rid = device_client.upload(R)
+    xr = np.arange(40, dtype=np.float64)
+    assert np.allclose(device_client.spmv(rid, xr, transpose=True), R.T @ xr, rtol=1e-12, atol=1e-12)
 
 
 def test_api_keys_travel_and_ownership_holds(keyed_server):

@@ -19,4 +19,5 @@ mod replicas;
 mod request_path;
 mod serve;
 mod solve;
+mod transpose;
 mod tuning;

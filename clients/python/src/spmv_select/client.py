@@ -383,13 +383,16 @@ class Client:
         self._symmetric.pop(matrix_id, None)
         self._shapes.pop(matrix_id, None)
 
-    def spmv(self, matrix_id: str, x, precision: Optional[str] = None) -> np.ndarray:
+    def spmv(
+        self, matrix_id: str, x, precision: Optional[str] = None, transpose: bool = False
+    ) -> np.ndarray:
         """y = A x on the service for an uploaded matrix, as a numpy array of
-        the precision's dtype (float64 unless ``precision="f32"``)."""
-        return self.spmv_timed(matrix_id, x, precision)[0]
+        the precision's dtype (float64 unless ``precision="f32"``); y = A^T x
+        with ``transpose=True`` (the service builds A^T once and keeps it)."""
+        return self.spmv_timed(matrix_id, x, precision, transpose)[0]
 
     def spmv_timed(
-        self, matrix_id: str, x, precision: Optional[str] = None
+        self, matrix_id: str, x, precision: Optional[str] = None, transpose: bool = False
     ) -> Tuple[np.ndarray, SpmvTimings]:
         """As :meth:`spmv`, with the times of the call (:class:`SpmvTimings`)."""
         p = _precision(precision) or "f64"
@@ -403,7 +406,7 @@ class Client:
         r = self._request(
             "POST",
             "/spmv",
-            params={"matrix_id": matrix_id, "precision": p},
+            params={"matrix_id": matrix_id, "precision": p, **({"transpose": "true"} if transpose else {})},
             data=memoryview(x).cast("B"),
             headers={
                 "Content-Type": "application/octet-stream",
@@ -485,10 +488,10 @@ class Client:
         """A ``scipy.sparse.linalg.LinearOperator`` whose ``matvec`` is
         :meth:`spmv` on the service, for ``cg``, ``gmres``, ``eigsh`` ...
 
-        ``rmatvec`` (A^T x) equals ``matvec`` when the matrix is symmetric:
-        known for matrices uploaded by this client, or say so with
-        ``symmetric=True``; otherwise it raises ``NotImplementedError``, as the
-        service computes A x only.
+        ``rmatvec`` (A^T x) equals ``matvec`` when the matrix is symmetric
+        (known for matrices uploaded by this client, or say so with
+        ``symmetric=True``); otherwise it is the service's transposed product
+        (``/spmv?transpose=true``).
         """
         p = _precision(precision) or "f64"
         shape = self._shapes.get(matrix_id)
@@ -518,11 +521,8 @@ class _ServiceOperator(LinearOperator):
     def _rmatvec(self, x):
         if self.symmetric:
             return self._matvec(x)
-        raise NotImplementedError(
-            f"matrix {self.matrix_id} is not known to be symmetric and the service "
-            "computes A x only, not A^T x: upload A.T as well, or pass symmetric=True "
-            "to operator() if A is symmetric"
-        )
+        self.calls += 1
+        return self.client.spmv(self.matrix_id, np.ravel(x), self.precision, transpose=True)
 
     def _adjoint(self):
         if self.symmetric:

@@ -428,6 +428,8 @@ pub struct Query {
     pub matrix_id: Option<String>,
     /// `expected_calls=<n>`, n >= 1.
     pub expected_calls: Option<u64>,
+    /// `transpose=true`: y = Aᵀ x (an uploaded matrix).
+    pub transpose: Option<bool>,
 }
 
 /// How often the client expects to multiply by the matrix: an integer >= 1
@@ -480,6 +482,7 @@ impl Query {
                 "precision" => q.precision = Some(v.parse()?),
                 "verify" => q.verify = Some(parse_bool(k, v)?),
                 "explain" => q.explain = Some(parse_bool(k, v)?),
+                "transpose" => q.transpose = Some(parse_bool(k, v)?),
                 "matrix_id" => q.matrix_id = Some(v.to_string()),
                 "expected_calls" => {
                     q.expected_calls = Some(parse_expected_calls("query parameter", v)?)

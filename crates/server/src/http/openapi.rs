@@ -387,6 +387,10 @@ pub struct SpmvParams {
     /// unless an integer >= 1.
     #[param(minimum = 1)]
     expected_calls: Option<u64>,
+    /// y = Aᵀ x for an uploaded matrix (x has one entry per row of A): the
+    /// transpose is built on first use and kept in the cache with its own plan
+    /// and device buffers; 422 for an inline matrix.
+    transpose: Option<bool>,
 }
 
 /// Matrix Market text (coordinate or array; real, integer, pattern, symmetric,

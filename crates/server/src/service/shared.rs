@@ -13,7 +13,7 @@
 use crate::domain::config::Limits;
 use crate::domain::error::ApiError;
 use crate::service::auth::Principal;
-use crate::service::state::{AppState, StoredMatrix};
+use crate::service::state::{transposed_id, AppState, StoredMatrix};
 use sparse::{Csr, Features};
 use std::sync::Arc;
 
@@ -149,6 +149,33 @@ impl AppState {
     /// Deletes this caller's upload `id` everywhere; false when there was none
     /// (or it is another caller's). The local copy goes too; other replicas
     /// drop theirs at their next use of it.
+    /// The transpose of this caller's uploaded matrix `id`: built from its
+    /// host copy on first use (off the async threads) and kept in the cache
+    /// under [`transposed_id`] like any matrix (its host copy, plan and device
+    /// buffers charged and evicted alike); `None` when `id` is not theirs.
+    pub async fn resolve_transposed(
+        &self,
+        id: &str,
+        who: &Principal,
+    ) -> Result<Option<Arc<StoredMatrix>>, ApiError> {
+        let Some(m) = self.resolve(id, who, true).await? else {
+            return Ok(None);
+        };
+        let tid = transposed_id(id);
+        if let Some(t) = self.try_cached(&tid, who) {
+            return Ok(Some(t));
+        }
+        let m2 = m.clone();
+        let t = crate::service::blocking(move || {
+            Ok(
+                StoredMatrix::lazy(tid, m2.owner.clone(), m2.host.transpose())
+                    .with_expected_calls(m2.expected_calls),
+            )
+        })
+        .await?;
+        Ok(Some(self.insert(t)?.0))
+    }
+
     pub async fn delete_upload(&self, id: &str, who: &Principal) -> Result<bool, ApiError> {
         let Some(db) = self.store() else {
             return Ok(self.remove(id, who));

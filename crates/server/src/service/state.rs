@@ -148,6 +148,11 @@ impl StoredMatrix {
     }
 }
 
+/// The cache key of the transpose of uploaded matrix `id` (`?transpose=true`).
+pub fn transposed_id(id: &str) -> String {
+    format!("{id}.T")
+}
+
 /// Bytes charged per cached matrix and per prepared precision beyond its
 /// arrays: id, features, kernel objects and their arguments, locks.
 pub const ENTRY_OVERHEAD: u64 = 16 * 1024;
@@ -414,18 +419,25 @@ impl AppState {
         }
     }
 
-    /// Removes this caller's `id`; false when it was not there (or not theirs).
+    /// Removes this caller's `id` (and its transpose, when one was built);
+    /// false when it was not there (or not theirs).
     pub fn remove(&self, id: &str, who: &Principal) -> bool {
         let mut c = self.cache();
         match c.peek(id) {
-            Some(m) if m.owner == who.owner() => c.remove(id).is_some(),
+            Some(m) if m.owner == who.owner() => {
+                c.remove(&transposed_id(id));
+                c.remove(id).is_some()
+            }
             _ => false,
         }
     }
 
-    /// Removes `id` whoever owns it (a failed upload taking back its own entry).
+    /// Removes `id` (and its transpose) whoever owns it (a failed upload
+    /// taking back its own entry, or a delete seen on another replica).
     pub fn remove_any(&self, id: &str) -> bool {
-        self.cache().remove(id).is_some()
+        let mut c = self.cache();
+        c.remove(&transposed_id(id));
+        c.remove(id).is_some()
     }
 
     /// The engine slot: generation and health of the device in use.

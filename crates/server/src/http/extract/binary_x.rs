@@ -106,7 +106,7 @@ pub async fn binary_x_request(
     let p = q.precision.unwrap_or(Precision::DEFAULT);
     res.set_to(3 * bytes.len() as u64).await?;
     Ok(SpmvRequest {
-        source: Source::Id(id),
+        source: crate::http::extract::request::id_source(q, id),
         x: XIn::binary(bytes, p)?,
         precision: p,
         verify: q.verify.unwrap_or(false),
@@ -146,7 +146,12 @@ pub async fn stream_x_request(
     id: String,
 ) -> Result<(SpmvRequest, Reservation), ApiError> {
     let p = q.precision.unwrap_or(Precision::DEFAULT);
-    let Some(m) = s.resolve(&id, who, true).await? else {
+    let found = if q.transpose == Some(true) {
+        s.resolve_transposed(&id, who).await?
+    } else {
+        s.resolve(&id, who, true).await?
+    };
+    let Some(m) = found else {
         return Err(ApiError::NotFound(id));
     };
     let want = m.host.ncols() * p.bytes();

@@ -44,8 +44,13 @@ impl Params for UploadQuery {
 /// `POST /spmv`'s query.
 pub struct SpmvQuery;
 impl Params for SpmvQuery {
-    const ALLOWED: &'static [&'static str] =
-        &["precision", "verify", "matrix_id", "expected_calls"];
+    const ALLOWED: &'static [&'static str] = &[
+        "precision",
+        "verify",
+        "matrix_id",
+        "expected_calls",
+        "transpose",
+    ];
 }
 
 /// Who calls and since when: the state, the caller (from the auth layer) and

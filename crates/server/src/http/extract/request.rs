@@ -15,6 +15,8 @@ pub enum Source {
     Inline(Box<Csr<f64>>),
     /// Uploaded before with POST /matrices.
     Id(String),
+    /// The transpose of a matrix uploaded before (`?transpose=true`).
+    Transposed(String),
     /// Uploaded, already looked up and on the device before x was received
     /// ([`crate::http::extract::binary_x`]); with its set-up time when this request uploaded it.
     Ready(Arc<StoredMatrix>, Option<f64>),
@@ -33,6 +35,15 @@ pub struct SpmvRequest {
     /// How often the client expects to multiply by an inline matrix (`None`:
     /// once); an uploaded matrix keeps its upload's figure.
     pub expected_calls: Option<u64>,
+}
+
+/// The uploaded matrix `id`, or its transpose with `?transpose=true`.
+pub fn id_source(q: &Query, id: String) -> Source {
+    if q.transpose == Some(true) {
+        Source::Transposed(id)
+    } else {
+        Source::Id(id)
+    }
 }
 
 fn merge<T: PartialEq + std::fmt::Debug>(
@@ -81,13 +92,20 @@ pub fn assemble(
             ))
         }
         (Some(a), None) => Source::Inline(Box::new(a)),
-        (None, Some(id)) => Source::Id(id),
+        (None, Some(id)) => id_source(q, id),
         (None, None) => {
             return Err(ApiError::Unprocessable(
                 "no matrix: give 'matrix' (Matrix Market text or CSR object) or 'matrix_id' (from POST /matrices)".into(),
             ))
         }
     };
+    if q.transpose == Some(true) && matches!(source, Source::Inline(_)) {
+        return Err(ApiError::Unprocessable(
+            "transpose=true applies to an uploaded matrix (matrix_id): upload it with \
+             POST /matrices, or send the transpose inline"
+                .into(),
+        ));
+    }
     let x = x.ok_or_else(|| {
         ApiError::Unprocessable("no x: give 'x' as a JSON array of numbers".into())
     })?;

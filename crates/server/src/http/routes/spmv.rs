@@ -201,6 +201,10 @@ async fn spmv_matrix(
             Some(m) => (m, true),
             None => return Err(ApiError::NotFound(id)),
         },
+        Source::Transposed(id) => match s.resolve_transposed(&id, who).await? {
+            Some(m) => (m, true),
+            None => return Err(ApiError::NotFound(id)),
+        },
         Source::Inline(a) => {
             let (s2, who2) = (s.clone(), who.clone());
             let (m, _) = blocking(move || stored_from(&s2, &who2, *a, 0.0, false)).await?;

@@ -153,6 +153,18 @@ def test_solve_on_the_device_equals_scipys_solution(device_client, path):
     assert e.value.status == 422 and "entries" in str(e.value)
 
 
+def test_matmat_is_one_spmm_request(device_client):
+    R = sp.random(60, 45, density=0.1, format="csr", random_state=4)
+    mid = device_client.upload(R)
+    X = np.random.default_rng(5).standard_normal((45, 16))
+    op = device_client.operator(mid)
+    assert np.allclose(op.matmat(X), R @ X, rtol=1e-12, atol=1e-12)
+    assert op.calls == 1, "the 16 products are one request"
+    Z = np.random.default_rng(6).standard_normal((60, 3))
+    assert np.allclose(op.rmatmat(Z), R.T @ Z, rtol=1e-12, atol=1e-12)
+    assert np.allclose(device_client.spmm(mid, X, precision="f32"), R @ X, rtol=1e-4, atol=1e-4)
+
+
 def test_predict_gives_the_plan(client):
     A = load(FIXTURES[0])
     p = client.predict(A, precision="f32", explain=True)

@@ -371,6 +371,18 @@ impl Engine {
         on_pair!(m, pp, (m, pp) => self.measure_from(m, pp, x, policy, estimate_ms))
     }
 
+    /// [`Engine::spmm`] for a matrix of either precision: X (`ncols x k`,
+    /// row-major) converted from `f64`, Y answered in `f64`.
+    pub fn spmm_any(&self, m: &AnyMatrix, x: &[f64], k: usize) -> Result<Vec<f64>> {
+        match m {
+            AnyMatrix::F32(m) => {
+                let xs: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+                Ok(self.spmm(m, &xs, k)?.into_iter().map(f64::from).collect())
+            }
+            AnyMatrix::F64(m) => self.spmm(m, x, k),
+        }
+    }
+
     /// [`Engine::solve_cg`] for a matrix of either precision: b and x0
     /// converted from `f64`, x answered in `f64`.
     pub fn solve_cg_any(

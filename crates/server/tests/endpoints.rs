@@ -570,6 +570,7 @@ async fn openapi_document_lists_every_route_and_method_the_app_serves() {
         "/matrices",
         "/matrices/{id}",
         "/matrices/{id}/solve",
+        "/matrices/{id}/spmm",
         "/spmv",
         "/healthz",
         "/readyz",

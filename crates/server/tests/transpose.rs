@@ -90,3 +90,50 @@ async fn transposed_products_equal_the_reference() {
     let r = send(&app, post("/spmv?transpose=true", "application/json", body)).await;
     assert_eq!(r.status, 404);
 }
+
+/// `POST /matrices/{id}/spmm`: k vectors in one request equal k products,
+/// of A and of Aᵀ, in both precisions; bad vectors are 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spmm_equals_one_product_per_vector() {
+    let Some((app, _state)) = device_app("spmm_products", &[]).await else {
+        return;
+    };
+    let (a, _) = random_problem(120, 80, 62);
+    let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let uri = format!("/matrices/{id}/spmm");
+    for (transpose, n, m) in [(false, a.ncols(), &a), (true, a.nrows(), &a.transpose())] {
+        for (precision, k) in [("f64", 1usize), ("f64", 16), ("f32", 70)] {
+            let x: Vec<Vec<f64>> = (0..k)
+                .map(|j| (0..n).map(|i| ((i * 3 + j) % 7) as f64 - 3.0).collect())
+                .collect();
+            let body = json!({"x": x, "precision": precision, "transpose": transpose});
+            let r = send(&app, post(&uri, "application/json", body.to_string())).await;
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            let v = r.json();
+            let ys = v["y"].as_array().unwrap();
+            assert_eq!(ys.len(), k);
+            for (xj, yj) in x.iter().zip(ys) {
+                let y: Vec<f64> = yj
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e.as_f64().unwrap())
+                    .collect();
+                if precision == "f64" {
+                    check_y::<f64>(m, xj, &y);
+                } else {
+                    check_y::<f32>(m, xj, &y);
+                }
+            }
+        }
+    }
+    for (body, says) in [
+        (json!({"x": []}), "0 vectors"),
+        (json!({"x": [vec![1.0; 3]]}), "has 3 entries"),
+    ] {
+        let r = send(&app, post(&uri, "application/json", body.to_string())).await;
+        assert_eq!(r.status, 422, "{body}");
+        assert!(r.error().1.contains(says), "{:?}", r.error());
+    }
+}

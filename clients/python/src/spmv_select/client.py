@@ -437,6 +437,29 @@ class Client:
         )
         return y, t
 
+    def spmm(
+        self, matrix_id: str, X, precision: Optional[str] = None, transpose: bool = False
+    ) -> np.ndarray:
+        """Y = A X for the k columns of X in one request (``POST
+        /matrices/{id}/spmm``: one SpMM on the device, each matrix entry read
+        once per 64 columns); Y = A^T X with ``transpose=True``. Returns a
+        float64 array with one column per column of X."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[:, None]
+        body = {
+            "x": [[float(v) for v in X[:, j]] for j in range(X.shape[1])],
+            "precision": _precision(precision) or "f64",
+            "transpose": bool(transpose),
+        }
+        v = self._request(
+            "POST",
+            f"/matrices/{matrix_id}/spmm",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        ).json()
+        return np.asarray(v["y"], dtype=np.float64).T
+
     def solve(
         self,
         matrix_id: str,
@@ -523,6 +546,14 @@ class _ServiceOperator(LinearOperator):
             return self._matvec(x)
         self.calls += 1
         return self.client.spmv(self.matrix_id, np.ravel(x), self.precision, transpose=True)
+
+    def _matmat(self, X):
+        self.calls += 1
+        return self.client.spmm(self.matrix_id, X, self.precision)
+
+    def _rmatmat(self, X):
+        self.calls += 1
+        return self.client.spmm(self.matrix_id, X, self.precision, transpose=not self.symmetric)
 
     def _adjoint(self):
         if self.symmetric:

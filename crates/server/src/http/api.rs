@@ -514,3 +514,32 @@ pub struct SolveAnswer {
     /// Planning, upload and preparation when this call put the matrix on the device, ms.
     pub setup_ms: Option<f64>,
 }
+
+/// The body of `POST /matrices/{id}/spmm`.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpmmRequest {
+    /// The k vectors, each with one entry per column of A (k >= 1).
+    pub x: Vec<Vec<f64>>,
+    /// Value precision of the device copy (default f64).
+    #[serde(default)]
+    #[schema(value_type = Option<PrecisionDoc>)]
+    pub precision: Option<Precision>,
+    /// y = Aᵀ X instead (each vector one entry per row of A).
+    #[serde(default)]
+    pub transpose: bool,
+}
+
+/// The answer of `POST /matrices/{id}/spmm`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SpmmAnswer {
+    /// The matrix the products ran on (`<id>.T` for the transpose).
+    pub matrix_id: String,
+    /// The precision they ran in.
+    #[schema(value_type = PrecisionDoc)]
+    pub precision: Precision,
+    /// The k products, in the order of the vectors given.
+    pub y: Vec<Vec<f64>>,
+    /// Time on the device worker (X in, the SpMM, Y out), ms.
+    pub device_ms: f64,
+}

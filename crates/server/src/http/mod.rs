@@ -19,13 +19,14 @@ use utoipa_axum::routes;
 /// Every route with its OpenAPI operation (from each handler's
 /// `#[utoipa::path]`): the one list both [`crate::app`] and [`openapi::document`] use.
 pub fn routes_documented() -> OpenApiRouter<AppState> {
-    use routes::{matrices, ops, predict, ready, solve, spmv};
+    use routes::{matrices, ops, predict, ready, solve, spmm, spmv};
     OpenApiRouter::with_openapi(openapi::Frame::openapi())
         .routes(routes!(predict::predict))
         .routes(routes!(matrices::upload))
         .routes(routes!(matrices::get_matrix, matrices::delete_matrix))
         .routes(routes!(spmv::spmv))
         .routes(routes!(solve::solve))
+        .routes(routes!(spmm::spmm))
         .routes(routes!(ops::healthz))
         .routes(routes!(ready::readyz))
         .routes(routes!(ops::device))

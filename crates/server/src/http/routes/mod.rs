@@ -1,7 +1,7 @@
 //! The HTTP handlers, one module per resource, and the helpers they share.
 //!
 //! The modules: `matrices` (POST /matrices, GET and DELETE /matrices/{id}),
-//! `spmv` (POST /spmv), `solve` (POST /matrices/{id}/solve), `predict` (POST /predict) and `ops` (health, readiness
+//! `spmv` (POST /spmv), `solve` (POST /matrices/{id}/solve), `spmm` (POST /matrices/{id}/spmm), `predict` (POST /predict) and `ops` (health, readiness
 //! helpers, device, models, metrics, OpenAPI, request tracking and the
 //! fallbacks) and `ready` (GET /readyz). Their shared prologue is the
 //! extractors of [`crate::http::extract`]. Each handler carries its
@@ -13,12 +13,14 @@ pub mod ops;
 pub mod predict;
 pub mod ready;
 pub mod solve;
+pub mod spmm;
 pub mod spmv;
 
 pub use matrices::{delete_matrix, get_matrix, upload};
 pub use ops::{device, healthz, metrics, models, no_route, openapi, track, wrong_method};
 pub use predict::predict;
 pub use solve::solve;
+pub use spmm::spmm;
 pub use spmv::spmv;
 
 use crate::device::vector::XIn;

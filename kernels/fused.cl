@@ -11,10 +11,7 @@
 // are reached by all of them (prelude.cl's rule), whatever the neighbours do.
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void spmv_fused(__global const uint* restrict desc, __global const uint* restrict rows,
-                __global const uint* restrict row_ptr, __global const uint* restrict col_idx,
-                __global const value_t* restrict vals, __global const value_t* restrict x,
-                __global value_t* restrict y) {
+void spmv_fused(__global const uint* restrict desc, __global const uint* restrict rows, CSR_XY) {
     __local value_t red[WG_SIZE];
     SHFL_SCRATCH(WG_SIZE);
     const uint g = get_group_id(0);

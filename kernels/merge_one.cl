@@ -39,13 +39,7 @@ inline void mo_fence(void) {
 }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void spmv_merge_one(const uint n, const uint nnz, const uint use_list, const uint base,
-                    __global const uint* restrict rows,
-                    __global const uint* restrict list_ptr,
-                    __global const uint* restrict row_ptr,
-                    __global const uint* restrict col_idx,
-                    __global const value_t* restrict vals,
-                    __global const value_t* restrict x,
+void spmv_merge_one(MERGE_ROWS, CSR_IN, __global const value_t* restrict x,
                     __global value_t* y, const uint ntiles,
                     __global const uint* restrict coords,
                     __global uint* carry_row, __global value_t* carry_val,

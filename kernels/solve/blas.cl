@@ -4,6 +4,13 @@
 // a fixed strided share with group_sum, and the host adds the partials in
 // work-group order.
 
+// Sums s over the work-group into partials[group] (every work-item calls it).
+inline void partial_sum(value_t s, __local value_t* red, __local value_t* scr,
+                        __global value_t* restrict partials) {
+    s = group_sum(s, WG_SIZE, red, scr);
+    if (get_local_id(0) == 0) partials[get_group_id(0)] = s;
+}
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void solve_dot(const uint n, __global const value_t* restrict a,
                __global const value_t* restrict b, __global value_t* restrict partials) {
@@ -11,8 +18,7 @@ void solve_dot(const uint n, __global const value_t* restrict a,
     SHFL_SCRATCH(WG_SIZE);
     value_t s = 0;
     for (uint i = get_global_id(0); i < n; i += get_global_size(0)) s += a[i] * b[i];
-    s = group_sum(s, WG_SIZE, red, shfl_scratch);
-    if (get_local_id(0) == 0) partials[get_group_id(0)] = s;
+    partial_sum(s, red, shfl_scratch, partials);
 }
 
 // y = x + beta y
@@ -37,10 +43,7 @@ __kernel void solve_residual(const uint n, __global const value_t* restrict b,
 }
 
 // dinv[i] = 1 / A[i][i] (duplicates summed), 0 where the diagonal is 0 or absent.
-__kernel void solve_diag_inv(const uint n, __global const uint* restrict row_ptr,
-                             __global const uint* restrict col_idx,
-                             __global const value_t* restrict vals,
-                             __global value_t* restrict dinv) {
+__kernel void solve_diag_inv(const uint n, CSR_IN, __global value_t* restrict dinv) {
     const uint i = get_global_id(0);
     if (i >= n) return;
     value_t d = 0;
@@ -64,6 +67,5 @@ void solve_cg_update(const uint n, const value_t alpha, __global const value_t* 
         r[i] = ri;
         s += ri * ri;
     }
-    s = group_sum(s, WG_SIZE, red, shfl_scratch);
-    if (get_local_id(0) == 0) partials[get_group_id(0)] = s;
+    partial_sum(s, red, shfl_scratch, partials);
 }

@@ -5,12 +5,7 @@
 // so each matrix entry is fetched once for all k products. Built with the
 // solver kernels as a program of its own (engine/src/solve.rs).
 
-__kernel void spmm_rowmajor(const uint nrows, const uint k, const uint kp_log2,
-                            __global const uint* restrict row_ptr,
-                            __global const uint* restrict col_idx,
-                            __global const value_t* restrict vals,
-                            __global const value_t* restrict x,
-                            __global value_t* restrict y) {
+__kernel void spmm_rowmajor(const uint nrows, const uint k, const uint kp_log2, CSR_XY) {
     const size_t g = get_global_id(0);
     const uint r = (uint)(g >> kp_log2);
     const uint j = (uint)(g & ((1u << kp_log2) - 1));

@@ -24,6 +24,8 @@ pub const MERGE_PATH_CL: &str = include_str!("../../../kernels/merge_path.cl");
 pub const MERGE_TILE_CL: &str = include_str!("../../../kernels/merge_tile.cl");
 /// STREAM-like copy for the bandwidth bound.
 pub const COPY_CL: &str = include_str!("../../../kernels/copy.cl");
+/// Parameter-list macros of the kernels added after the first models.
+pub const CSR_ARGS_CL: &str = include_str!("../../../kernels/csr_args.cl");
 /// Merge path in one launch (last-arriver fix-up).
 pub const MERGE_ONE_CL: &str = include_str!("../../../kernels/merge_one.cl");
 /// One launch for a plan's row-mapped bins over a descriptor table.
@@ -32,7 +34,7 @@ pub const FUSED_CL: &str = include_str!("../../../kernels/fused.cl");
 /// Every kernel source file the engine builds, as `(file name in kernels/, text)`,
 /// in program order (the trainer records their hashes on a model card, the
 /// service refuses models trained with other sources).
-pub const SOURCES: [(&str, &str); 10] = [
+pub const SOURCES: [(&str, &str); 11] = [
     ("prelude.cl", PRELUDE_CL),
     ("serial.cl", SERIAL_CL),
     ("subvector.cl", SUBVECTOR_CL),
@@ -41,6 +43,7 @@ pub const SOURCES: [(&str, &str); 10] = [
     ("merge_path.cl", MERGE_PATH_CL),
     ("merge_tile.cl", MERGE_TILE_CL),
     ("copy.cl", COPY_CL),
+    ("csr_args.cl", CSR_ARGS_CL),
     ("fused.cl", FUSED_CL),
     ("merge_one.cl", MERGE_ONE_CL),
 ];

@@ -414,16 +414,32 @@ pub(crate) fn build_steps<T: DeviceScalar>(
             return Ok(1);
         }
         KernelId::CsrAdaptive => csr_adaptive_steps(queue, m, p, rows)?,
-        KernelId::MergePath => merge_path_steps(queue, m, p, rows)?,
-        KernelId::MergeTile => merge_tile_steps(queue, m, p, rows)?,
+        KernelId::MergePath => merge_path_steps(&Merge::new(queue, m, p, rows)?)?,
+        KernelId::MergeTile => merge_tile_steps(&Merge::new(queue, m, p, rows)?)?,
         KernelId::MergeOne => {
-            out.push(merge_one_launch(queue, m, p, rows)?);
+            out.push(merge_one_launch(&Merge::new(queue, m, p, rows)?)?);
             return Ok(1);
         }
     };
     let n = steps.len();
     out.extend(steps);
     Ok(n)
+}
+
+/// The arguments every SpMV kernel takes in this order: the matrix's row
+/// pointers, column indices and values, then x and y.
+trait MatrixArgs {
+    fn matrix_xy<T: DeviceScalar>(&mut self, m: &DeviceMatrix<T>) -> &mut Self;
+}
+
+impl MatrixArgs for LaunchBuilder {
+    fn matrix_xy<T: DeviceScalar>(&mut self, m: &DeviceMatrix<T>) -> &mut Self {
+        self.arg(MatrixBuf(&m.row_ptr))
+            .arg(MatrixBuf(&m.col_idx))
+            .arg(MatrixBuf(&m.vals))
+            .arg(XBuf(&m.x))
+            .arg(YBuf(&m.y))
+    }
 }
 
 /// A launch builder for entry point `name` of the matrix's program, with its
@@ -478,12 +494,7 @@ fn row_kernel_launch<T: DeviceScalar>(
         Some(list) => k.arg(list),
         None => k.arg(MatrixBuf(&m.dummy)),
     };
-    k.arg(MatrixBuf(&m.row_ptr))
-        .arg(MatrixBuf(&m.col_idx))
-        .arg(MatrixBuf(&m.vals))
-        .arg(XBuf(&m.x))
-        .arg(YBuf(&m.y))
-        .build()
+    k.matrix_xy(m).build()
 }
 
 /// The fused launch over `groups` (each a row-mapped kernel and its rows):
@@ -501,11 +512,7 @@ pub(crate) fn fused_launch<T: DeviceScalar>(
     launch(m, "spmv_fused", (t.groups() * p.wg_size, p.wg_size))
         .arg(&desc)
         .arg(&rows)
-        .arg(MatrixBuf(&m.row_ptr))
-        .arg(MatrixBuf(&m.col_idx))
-        .arg(MatrixBuf(&m.vals))
-        .arg(XBuf(&m.x))
-        .arg(YBuf(&m.y))
+        .matrix_xy(m)
         .build()
 }
 
@@ -526,11 +533,7 @@ fn csr_adaptive_steps<T: DeviceScalar>(
     let mut steps = vec![launch(m, "spmv_csr_adaptive", geometry)
         .arg(&blocks)
         .arg(&slots)
-        .arg(MatrixBuf(&m.row_ptr))
-        .arg(MatrixBuf(&m.col_idx))
-        .arg(MatrixBuf(&m.vals))
-        .arg(XBuf(&m.x))
-        .arg(YBuf(&m.y))
+        .matrix_xy(m)
         .arg(&partials)
         .build()?];
     if !rb.long_rows.is_empty() {
@@ -626,11 +629,7 @@ fn merge_pass<T: DeviceScalar>(
         .arg(r.base)
         .arg(&r.list)
         .arg(&r.list_ptr)
-        .arg(MatrixBuf(&m.row_ptr))
-        .arg(MatrixBuf(&m.col_idx))
-        .arg(MatrixBuf(&m.vals))
-        .arg(XBuf(&m.x))
-        .arg(YBuf(&m.y));
+        .matrix_xy(m);
     b
 }
 
@@ -656,6 +655,11 @@ fn merge_fixup<T: DeviceScalar>(
     b
 }
 
+/// `n` carry slots of a merge kernel: a row each and its partial sum.
+fn carries<T: DeviceScalar>(queue: &Queue, n: usize) -> Result<(Buffer<u32>, Buffer<T>)> {
+    Ok((u32_scratch(queue, n)?, t_buffer::<T>(queue, n)?))
+}
+
 fn u32_scratch(queue: &Queue, len: usize) -> Result<Buffer<u32>> {
     Ok(Buffer::<u32>::builder()
         .queue(queue.clone())
@@ -664,26 +668,45 @@ fn u32_scratch(queue: &Queue, len: usize) -> Result<Buffer<u32>> {
         .build()?)
 }
 
-fn merge_path_steps<T: DeviceScalar>(
-    queue: &Queue,
-    m: &DeviceMatrix<T>,
-    p: &KernelParams,
-    rows: &RowSet,
-) -> Result<Vec<Launch>> {
-    let r = merge_rows(queue, m, rows)?;
+/// What a merge kernel's launches are made from: the queue, the matrix, the
+/// kernel parameters and the rows on the device ([`merge_rows`]).
+struct Merge<'a, T: DeviceScalar> {
+    queue: &'a Queue,
+    m: &'a DeviceMatrix<T>,
+    p: &'a KernelParams,
+    r: MergeRows,
+}
+
+impl<'a, T: DeviceScalar> Merge<'a, T> {
+    fn new(
+        queue: &'a Queue,
+        m: &'a DeviceMatrix<T>,
+        p: &'a KernelParams,
+        rows: &RowSet,
+    ) -> Result<Self> {
+        Ok(Merge {
+            queue,
+            m,
+            p,
+            r: merge_rows(queue, m, rows)?,
+        })
+    }
+}
+
+fn merge_path_steps<T: DeviceScalar>(c: &Merge<'_, T>) -> Result<Vec<Launch>> {
+    let (queue, m, p, r) = (c.queue, c.m, c.p, &c.r);
     let total = r.n as u64 + r.nnz;
     let nchunks = total.div_ceil(p.mp_items as u64) as usize;
     check_gws(nchunks, "merge_path")?;
-    let carry_row = u32_scratch(queue, nchunks)?;
-    let carry_val = t_buffer::<T>(queue, nchunks)?;
+    let (carry_row, carry_val) = carries::<T>(queue, nchunks)?;
     let geometry = (round_up(nchunks, p.wg_size), p.wg_size);
-    let pass1 = merge_pass(m, &r, "spmv_merge_path", geometry)
+    let pass1 = merge_pass(m, r, "spmv_merge_path", geometry)
         .arg(nchunks as u32)
         .arg(&carry_row)
         .arg(&carry_val)
         .build()?;
     let carry = (&carry_row, &carry_val);
-    let pass2 = merge_fixup(m, &r, "spmv_merge_path_fixup", geometry, nchunks, carry).build()?;
+    let pass2 = merge_fixup(m, r, "spmv_merge_path_fixup", geometry, nchunks, carry).build()?;
     Ok(vec![pass1, pass2])
 }
 
@@ -723,14 +746,9 @@ pub(crate) fn merge_tile_coords(lp: &[u32], tile: usize) -> Vec<u32> {
 /// `merge_one`: one launch, a work-group per tile of the merge path, the
 /// tiles' start coordinates computed here; rows that cross tiles are
 /// finished by the last work-group to arrive (`kernels/merge_one.cl`).
-fn merge_one_launch<T: DeviceScalar>(
-    queue: &Queue,
-    m: &DeviceMatrix<T>,
-    p: &KernelParams,
-    rows: &RowSet,
-) -> Result<Launch> {
-    let r = merge_rows(queue, m, rows)?;
-    let tile = p.wg_size * MERGE_ONE_ITEMS;
+fn merge_one_launch<T: DeviceScalar>(c: &Merge<'_, T>) -> Result<Launch> {
+    let (queue, m, wg, r) = (c.queue, c.m, c.p.wg_size, &c.r);
+    let tile = wg * MERGE_ONE_ITEMS;
     let lp: &[u32] = if r.lp_host.is_empty() {
         &m.row_ptr_host
     } else {
@@ -738,10 +756,9 @@ fn merge_one_launch<T: DeviceScalar>(
     };
     let coords = merge_tile_coords(lp, tile);
     let ntiles = coords.len() / 2 - 1;
-    check_gws(ntiles.saturating_mul(p.wg_size), "merge_one")?;
+    check_gws(ntiles.saturating_mul(wg), "merge_one")?;
     let coords = read_only_copy(queue, &coords)?;
-    let carry_row = u32_scratch(queue, ntiles)?;
-    let carry_val = t_buffer::<T>(queue, ntiles)?;
+    let (carry_row, carry_val) = carries::<T>(queue, ntiles)?;
     // The arrival counter starts at 0 and the last work-group of every call
     // sets it back to 0.
     let arrived = Buffer::<u32>::builder()
@@ -750,7 +767,7 @@ fn merge_one_launch<T: DeviceScalar>(
         .len(1)
         .copy_host_slice(&[0u32])
         .build()?;
-    merge_pass(m, &r, "spmv_merge_one", (ntiles * p.wg_size, p.wg_size))
+    merge_pass(m, r, "spmv_merge_one", (ntiles * wg, wg))
         .arg(ntiles as u32)
         .arg(&coords)
         .arg(&carry_row)
@@ -780,20 +797,14 @@ pub(crate) fn merge_tile_levels(tiles: usize, tile: usize) -> Vec<usize> {
     levels
 }
 
-fn merge_tile_steps<T: DeviceScalar>(
-    queue: &Queue,
-    m: &DeviceMatrix<T>,
-    p: &KernelParams,
-    rows: &RowSet,
-) -> Result<Vec<Launch>> {
-    let r = merge_rows(queue, m, rows)?;
+fn merge_tile_steps<T: DeviceScalar>(c: &Merge<'_, T>) -> Result<Vec<Launch>> {
+    let (queue, m, p, r) = (c.queue, c.m, c.p, &c.r);
     let tile = p.mt_wg * p.mt_items;
     let tiles = (r.n as u64 + r.nnz).div_ceil(tile as u64) as usize;
     check_gws(tiles.saturating_mul(p.mt_wg), "merge_tile")?;
-    let mut carry_row = u32_scratch(queue, tiles)?;
-    let mut carry_val = t_buffer::<T>(queue, tiles)?;
+    let (mut carry_row, mut carry_val) = carries::<T>(queue, tiles)?;
     let mut steps = vec![
-        merge_pass(m, &r, "spmv_merge_tile", (tiles * p.mt_wg, p.mt_wg))
+        merge_pass(m, r, "spmv_merge_tile", (tiles * p.mt_wg, p.mt_wg))
             .arg(&carry_row)
             .arg(&carry_val)
             .build()?,
@@ -801,12 +812,11 @@ fn merge_tile_steps<T: DeviceScalar>(
     for count in merge_tile_levels(tiles, tile) {
         let groups = count.div_ceil(tile);
         let emit = groups > 1;
-        let out_row = u32_scratch(queue, if emit { groups } else { 1 })?;
-        let out_val = t_buffer::<T>(queue, if emit { groups } else { 1 })?;
+        let (out_row, out_val) = carries::<T>(queue, if emit { groups } else { 1 })?;
         let geometry = (groups * p.mt_wg, p.mt_wg);
         let carry = (&carry_row, &carry_val);
         steps.push(
-            merge_fixup(m, &r, "spmv_merge_tile_fixup", geometry, count, carry)
+            merge_fixup(m, r, "spmv_merge_tile_fixup", geometry, count, carry)
                 .arg(u32::from(emit))
                 .arg(&out_row)
                 .arg(&out_val)

@@ -6,7 +6,7 @@
 
 use crate::engine::{Engine, Redirect};
 use crate::error::{EngineError, Result};
-use crate::kernels::{DeviceScalar, PRELUDE_CL};
+use crate::kernels::{DeviceScalar, CSR_ARGS_CL, PRELUDE_CL};
 use crate::matrix::DeviceMatrix;
 use crate::prepared::PreparedPlan;
 use crate::shared::Target;
@@ -31,7 +31,7 @@ fn blas_program(e: &Engine, p: crate::kernels::Precision) -> Result<Program> {
         return Ok(prog.clone());
     }
     let prog = Program::builder()
-        .src(format!("{PRELUDE_CL}\n{BLAS_CL}\n{SPMM_CL}"))
+        .src(format!("{PRELUDE_CL}\n{CSR_ARGS_CL}\n{BLAS_CL}\n{SPMM_CL}"))
         .devices(e.device())
         .cmplr_opt(e.build_options(p)?)
         .build(e.context())?;

@@ -113,7 +113,7 @@ fn a_kernel_file_added_after_training_keeps_every_shipped_model_usable() {
             kernels: &ks,
         };
         // Files added since the newest shipped models were fitted.
-        let newer = ["fused.cl", "merge_one.cl"];
+        let newer = ["csr_args.cl", "fused.cl", "merge_one.cl"];
         if recorded.files.contains_key("merge_tile.cl") {
             // Refitted since merge_tile existed: only the newer files added.
             let added = recorded.added_in(&ks);
@@ -139,7 +139,7 @@ fn a_kernel_file_added_after_training_keeps_every_shipped_model_usable() {
         older += 1;
         assert_eq!(
             recorded.added_in(&ks),
-            vec!["fused.cl", "merge_one.cl", "merge_tile.cl"]
+            vec!["csr_args.cl", "fused.cl", "merge_one.cl", "merge_tile.cl"]
         );
         match m.assess(&target) {
             Assessment::Usable(d) => {

@@ -39,12 +39,6 @@ async fn until_ready(app: &axum::Router, limit: Duration) -> Duration {
 }
 
 /// Uploads `a` and returns its id.
-async fn upload(app: &axum::Router, a: &sparse::Csr<f64>) -> String {
-    let r = send(app, post("/matrices", "text/plain", mm_text(a))).await;
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    r.json()["id"].as_str().unwrap().to_string()
-}
-
 /// A /spmv answered after the engine was rebuilt: 200, a correct y, and the
 /// matrix uploaded again to the new engine (a setup time is reported).
 fn assert_run_after_upload(r: &Resp, a: &sparse::Csr<f64>, x: &[f64]) {

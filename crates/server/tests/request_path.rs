@@ -156,12 +156,6 @@ async fn with_matrix_on(
     Some((app, a, id))
 }
 
-async fn upload(app: &Router, a: &Csr<f64>) -> String {
-    let r = send(app, post("/matrices", "text/plain", mm_text(a))).await;
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    r.json()["id"].as_str().unwrap().to_string()
-}
-
 /// Chunk sizes that split values of both widths at every offset.
 const ODD: [usize; 7] = [1, 3, 5, 7, 11, 13, 4099];
 

@@ -8,12 +8,6 @@ use common::*;
 use serde_json::json;
 use sparse::Csr;
 
-async fn upload(app: &axum::Router, a: &Csr<f64>) -> String {
-    let r = send(app, post("/matrices", "text/plain", mm_text(a))).await;
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    r.json()["id"].as_str().unwrap().to_string()
-}
-
 fn residual(a: &Csr<f64>, x: &[f64], b: &[f64]) -> f64 {
     let ax = sparse::spmv::spmv_ref(a, x).unwrap();
     let num: f64 = ax.iter().zip(b).map(|(p, q)| (q - p).powi(2)).sum();

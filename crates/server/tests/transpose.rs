@@ -2,6 +2,7 @@
 //! binary x, equal to the reference on a rectangular matrix in both
 //! precisions; the transpose is built once (the second call has no set-up);
 //! deleting A forgets it; an inline matrix with transpose=true is a 422.
+//! `POST /matrices/{id}/spmm` on the same matrix, k vectors of A and of Aᵀ.
 
 use crate::common;
 use common::*;
@@ -16,10 +17,9 @@ async fn transposed_products_equal_the_reference() {
     let Some((app, _state)) = device_app("transposed_products", &[]).await else {
         return;
     };
-    let (a, _) = random_problem(300, 170, 61);
-    let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
-    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    let id = r.json()["id"].as_str().unwrap().to_string();
+    // Rectangular: 300 x 170.
+    let a = random_problem(300, 170, 61).0;
+    let id = upload(&app, &a).await;
     let x: Vec<f64> = (0..a.nrows()).map(|i| (i % 9) as f64 - 4.0).collect();
     let want = transposed_ref(&a, &x);
     let at = a.transpose();
@@ -79,6 +79,7 @@ async fn transposed_products_equal_the_reference() {
     .await;
     assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
     assert!(r.error().1.contains("uploaded"), "{:?}", r.error());
+    spmm_equals_one_product_per_vector(&app, &a, &id).await;
     // Deleting A forgets its transpose too.
     let del = axum::http::Request::builder()
         .method("DELETE")
@@ -93,22 +94,15 @@ async fn transposed_products_equal_the_reference() {
 
 /// `POST /matrices/{id}/spmm`: k vectors in one request equal k products,
 /// of A and of Aᵀ, in both precisions; bad vectors are 422.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spmm_equals_one_product_per_vector() {
-    let Some((app, _state)) = device_app("spmm_products", &[]).await else {
-        return;
-    };
-    let (a, _) = random_problem(120, 80, 62);
-    let r = send(&app, post("/matrices", "text/plain", mm_text(&a))).await;
-    let id = r.json()["id"].as_str().unwrap().to_string();
+async fn spmm_equals_one_product_per_vector(app: &axum::Router, a: &sparse::Csr<f64>, id: &str) {
     let uri = format!("/matrices/{id}/spmm");
-    for (transpose, n, m) in [(false, a.ncols(), &a), (true, a.nrows(), &a.transpose())] {
+    for (transpose, n, m) in [(false, a.ncols(), a), (true, a.nrows(), &a.transpose())] {
         for (precision, k) in [("f64", 1usize), ("f64", 16), ("f32", 70)] {
             let x: Vec<Vec<f64>> = (0..k)
                 .map(|j| (0..n).map(|i| ((i * 3 + j) % 7) as f64 - 3.0).collect())
                 .collect();
             let body = json!({"x": x, "precision": precision, "transpose": transpose});
-            let r = send(&app, post(&uri, "application/json", body.to_string())).await;
+            let r = send(app, post(&uri, "application/json", body.to_string())).await;
             assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
             let v = r.json();
             let ys = v["y"].as_array().unwrap();
@@ -132,7 +126,7 @@ async fn spmm_equals_one_product_per_vector() {
         (json!({"x": []}), "0 vectors"),
         (json!({"x": [vec![1.0; 3]]}), "has 3 entries"),
     ] {
-        let r = send(&app, post(&uri, "application/json", body.to_string())).await;
+        let r = send(app, post(&uri, "application/json", body.to_string())).await;
         assert_eq!(r.status, 422, "{body}");
         assert!(r.error().1.contains(says), "{:?}", r.error());
     }

@@ -452,13 +452,14 @@ class Client:
             "precision": _precision(precision) or "f64",
             "transpose": bool(transpose),
         }
-        v = self._request(
-            "POST",
-            f"/matrices/{matrix_id}/spmm",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        ).json()
+        v = self._post_json(f"/matrices/{matrix_id}/spmm", body)
         return np.asarray(v["y"], dtype=np.float64).T
+
+    def _post_json(self, path: str, body: dict) -> dict:
+        """POSTs ``body`` as JSON and returns the JSON answer."""
+        return self._request(
+            "POST", path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        ).json()
 
     def solve(
         self,
@@ -487,12 +488,7 @@ class Client:
             body["x0"] = [float(v) for v in np.ravel(np.asarray(x0, dtype=np.float64))]
         if maxiter is not None:
             body["maxiter"] = int(maxiter)
-        v = self._request(
-            "POST",
-            f"/matrices/{matrix_id}/solve",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        ).json()
+        v = self._post_json(f"/matrices/{matrix_id}/solve", body)
         return SolveResult(
             x=np.asarray(v["x"], dtype=np.float64),
             iterations=int(v["iterations"]),

@@ -483,6 +483,23 @@ pub struct SolveRequest {
     pub precision: Option<Precision>,
 }
 
+/// A JSON operation on an uploaded matrix (solve, spmm): whether it runs on
+/// the matrix's transpose.
+pub trait OnUploaded {
+    /// True for Aᵀ.
+    fn transposed(&self) -> bool {
+        false
+    }
+}
+
+impl OnUploaded for SolveRequest {}
+
+impl OnUploaded for SpmmRequest {
+    fn transposed(&self) -> bool {
+        self.transpose
+    }
+}
+
 fn default_method() -> String {
     "cg".into()
 }

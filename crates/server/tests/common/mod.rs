@@ -324,3 +324,10 @@ pub fn y_of(v: &Value) -> Vec<f64> {
         .map(|e| e.as_f64().unwrap())
         .collect()
 }
+
+/// Uploads `a` as Matrix Market text (201) and returns its id.
+pub async fn upload(app: &Router, a: &Csr<f64>) -> String {
+    let r = send(app, post("/matrices", "text/plain", mm_text(a))).await;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()["id"].as_str().unwrap().to_string()
+}

@@ -17,10 +17,11 @@ use crate::service::budget::Reservation;
 use crate::service::planner::Planned;
 use crate::service::state::{AppState, StoredMatrix};
 use axum::body::Body;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
 use request::SpmvRequest;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The query parameters a route accepts (any other is a 400).
@@ -39,6 +40,65 @@ impl Params for PredictQuery {
 pub struct UploadQuery;
 impl Params for UploadQuery {
     const ALLOWED: &'static [&'static str] = &["precision", "expected_calls"];
+}
+
+/// The query of the JSON operations on an uploaded matrix (solve, spmm): none.
+pub struct NoQuery;
+impl Params for NoQuery {
+    const ALLOWED: &'static [&'static str] = &[];
+}
+
+/// A JSON operation on an uploaded matrix (`POST /matrices/{id}/solve`,
+/// `/spmm`): the caller, the matrix of the path (or its transpose when the
+/// body asks; 404 unless it is this caller's), the body parsed as `T` (400
+/// naming what is wrong), and the memory the body held in the budget while
+/// it was read and parsed (kept until the answer is built).
+pub struct UploadedCall<T> {
+    /// The caller.
+    pub caller: Caller,
+    /// The matrix.
+    pub m: Arc<StoredMatrix>,
+    /// The parsed body.
+    pub body: T,
+    /// The body's reservation in the memory budget.
+    pub held: Reservation,
+}
+
+impl<T> FromRequest<AppState> for UploadedCall<T>
+where
+    T: serde::de::DeserializeOwned + crate::http::api::OnUploaded + Send + 'static,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, s: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = req.into_parts();
+        let axum::extract::Path(id) =
+            axum::extract::Path::<String>::from_request_parts(&mut parts, s)
+                .await
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let r = Incoming::<NoQuery>::from_request(Request::from_parts(parts, body), s).await?;
+        let (bytes, mut held) =
+            crate::http::input::read_body(r.body, &r.headers, s.limits(), s.budget()).await?;
+        // Parsed JSON of numbers takes about as much again as its text.
+        held.set_to(2 * bytes.len() as u64).await?;
+        let body = crate::service::blocking(move || {
+            serde_json::from_slice::<T>(&bytes).map_err(|e| ApiError::Json(e.to_string()))
+        })
+        .await?;
+        let (c, transposed) = (&r.caller, body.transposed());
+        let found = if transposed {
+            c.s.resolve_transposed(&id, &c.who).await?
+        } else {
+            c.s.resolve(&id, &c.who, true).await?
+        };
+        let m = found.ok_or(ApiError::NotFound(id))?;
+        Ok(UploadedCall {
+            caller: r.caller,
+            m,
+            body,
+            held,
+        })
+    }
 }
 
 /// `POST /spmv`'s query.

@@ -28,7 +28,7 @@ use crate::domain::error::ApiError;
 use crate::http::api::{self, MatrixSummary};
 use crate::http::extract::matrix::stored_from;
 use crate::http::extract::spmv::Source;
-use crate::http::extract::{Caller, MatrixCall, PredictQuery, SpmvCall, UploadQuery};
+use crate::http::extract::{Caller, MatrixCall, PredictQuery, SpmvCall, UploadQuery, UploadedCall};
 use crate::http::input::{spmv_estimate, wants_binary, y_binary, Precision};
 use crate::service::auth::Principal;
 use crate::service::blocking;

@@ -26,24 +26,16 @@ const MAX_ITER: usize = 100_000;
     request_body(content = api::SolveRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "The solve", body = api::SolveAnswer),
-        (status = 400, description = "malformed JSON", body = api::ErrorBody),
-        (status = 404, description = "matrix_not_found", body = api::ErrorBody),
+        (status = 400, description = "invalid_json: a missing or unknown field, or a value of the wrong kind", body = api::ErrorBody),
+        (status = 404, description = "matrix_not_found: never uploaded, deleted, evicted, or another API key's", body = api::ErrorBody),
         (status = 422, description = "not square, wrong lengths, non-finite values, unknown method or preconditioner, a zero diagonal with Jacobi, or a breakdown (with its iteration)", body = api::ErrorBody),
-        (status = 503, description = "no device, device busy, recovering, or past the deadline (Retry-After)", body = api::ErrorBody),
+        (status = 503, description = "no_device, busy, queue_full, device_error, device_recovering or device_deadline (Retry-After); the iterations themselves stop before the deadline with stop: deadline", body = api::ErrorBody),
+        api::BodyErrors,
     ),
 )]
-pub async fn solve(
-    State(s): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> Result<Json<api::SolveAnswer>, ApiError> {
-    let req: api::SolveRequest =
-        serde_json::from_slice(&body).map_err(|e| ApiError::Json(e.to_string()))?;
-    let m = s
-        .resolve(&id, &who, true)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(id.clone()))?;
+pub async fn solve(c: UploadedCall<api::SolveRequest>) -> Result<Json<api::SolveAnswer>, ApiError> {
+    let (s, m, req) = (&c.caller.s, c.m, c.body);
+    let id = m.id.clone();
     let (opts, jacobi) = check_solve(&req, &m.host)?;
     let p = req.precision.unwrap_or(Precision::DEFAULT);
     // The iterations stop a little before the request's deadline, so the

@@ -15,32 +15,22 @@ const MAX_K: usize = 4096;
 /// wrong length, none, more than 4096 or non-finite values are 422.
 #[utoipa::path(
     post,
-    path = "/matrices/{id}/spmm",
     tag = "spmv",
-    params(("id" = String, Path, description = "The id returned by POST /matrices")),
+    path = "/matrices/{id}/spmm",
     request_body(content = api::SpmmRequest, content_type = "application/json"),
+    params(("id" = String, Path, description = "The id returned by POST /matrices (the products are of its transpose with transpose: true)")),
     responses(
         (status = 200, description = "The k products", body = api::SpmmAnswer),
-        (status = 400, description = "malformed JSON", body = api::ErrorBody),
-        (status = 404, description = "matrix_not_found", body = api::ErrorBody),
         (status = 422, description = "no vectors, too many, one of the wrong length, or non-finite values", body = api::ErrorBody),
-        (status = 503, description = "no device, busy, recovering, or past the deadline (Retry-After)", body = api::ErrorBody),
+        (status = 404, description = "matrix_not_found: no uploaded matrix with this id for this caller", body = api::ErrorBody),
+        api::BodyErrors,
+        (status = 400, description = "invalid_json: the body is not {\"x\": [[...], ...]} with optional precision and transpose", body = api::ErrorBody),
+        (status = 503, description = "no_device, busy, queue_full, device_error, device_recovering or device_deadline (Retry-After)", body = api::ErrorBody),
     ),
 )]
-pub async fn spmm(
-    State(s): State<AppState>,
-    Extension(who): Extension<Principal>,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> Result<Json<api::SpmmAnswer>, ApiError> {
-    let req: api::SpmmRequest =
-        serde_json::from_slice(&body).map_err(|e| ApiError::Json(e.to_string()))?;
-    let found = if req.transpose {
-        s.resolve_transposed(&id, &who).await?
-    } else {
-        s.resolve(&id, &who, true).await?
-    };
-    let m = found.ok_or_else(|| ApiError::NotFound(id.clone()))?;
+pub async fn spmm(c: UploadedCall<api::SpmmRequest>) -> Result<Json<api::SpmmAnswer>, ApiError> {
+    let (s, req) = (&c.caller.s, &c.body);
+    let m = &c.m;
     let (n, k) = (m.host.ncols(), req.x.len());
     if k == 0 || k > MAX_K {
         return Err(ApiError::Unprocessable(format!(
@@ -63,7 +53,7 @@ pub async fn spmm(
         }
     }
     let p = req.precision.unwrap_or(Precision::DEFAULT);
-    let (ready, _) = s.ensure_ready(&m, p).await?;
+    let (ready, _) = s.ensure_ready(m, p).await?;
     let r2 = ready.clone();
     let (y, device_ms) = s
         .on_device_at(Some(ready.generation), move |e, _| {

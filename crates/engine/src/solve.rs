@@ -127,11 +127,18 @@ fn vector<T: DeviceScalar>(e: &Engine, n: usize) -> Result<Buffer<T>> {
         .build()?)
 }
 
-fn kernel<T: DeviceScalar>(e: &Engine, prog: &Program, name: &str, args: usize) -> Result<Kernel> {
+/// Kernel `name` with placeholders of its argument kinds, one letter each:
+/// `u` a uint, `t` a `value_t`, `b` a buffer of `value_t` (ocl checks an
+/// argument's kind where the driver reports it, as NVIDIA's does).
+fn kernel<T: DeviceScalar>(e: &Engine, prog: &Program, name: &str, kinds: &str) -> Result<Kernel> {
     let mut b = Kernel::builder();
     b.program(prog).name(name).queue(e.queue().clone());
-    for _ in 0..args {
-        b.arg(None::<&Buffer<T>>);
+    for k in kinds.chars() {
+        match k {
+            'u' => b.arg(0u32),
+            't' => b.arg(T::zero()),
+            _ => b.arg(None::<&Buffer<T>>),
+        };
     }
     Ok(b.build()?)
 }
@@ -145,11 +152,11 @@ impl<T: DeviceScalar> Work<T> {
             n,
             wg,
             partials: vector(e, DOT_GROUPS)?,
-            dot: kernel::<T>(e, &prog, "solve_dot", 4)?,
-            xpby: kernel::<T>(e, &prog, "solve_xpby", 4)?,
-            scale: kernel::<T>(e, &prog, "solve_scale", 4)?,
-            residual: kernel::<T>(e, &prog, "solve_residual", 3)?,
-            update: kernel::<T>(e, &prog, "solve_cg_update", 7)?,
+            dot: kernel::<T>(e, &prog, "solve_dot", "ubbb")?,
+            xpby: kernel::<T>(e, &prog, "solve_xpby", "ubtb")?,
+            scale: kernel::<T>(e, &prog, "solve_scale", "ubbb")?,
+            residual: kernel::<T>(e, &prog, "solve_residual", "ubb")?,
+            update: kernel::<T>(e, &prog, "solve_cg_update", "utbbbbb")?,
         };
         w.dot.set_arg(3, &w.partials)?;
         w.update.set_arg(6, &w.partials)?;

@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        assert_eq!(KernelId::all().len(), 12);
+        assert_eq!(KernelId::all().len(), 13);
         for k in KernelId::all() {
             assert_eq!(k.name().parse::<KernelId>().unwrap(), k);
             assert_eq!(KernelId::all()[k.index()], k);

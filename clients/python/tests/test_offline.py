@@ -85,15 +85,17 @@ def test_errors_carry_status_code_and_message():
 
 
 class _Echo:
-    def spmv(self, matrix_id, x, precision):
-        return 2.0 * x
+    """A service whose A x is 2 x and whose A^T x is 3 x."""
+
+    def spmv(self, matrix_id, x, precision, transpose=False):
+        return (3.0 if transpose else 2.0) * x
 
 
-def test_rmatvec_only_when_symmetric():
+def test_rmatvec_is_the_transpose_unless_symmetric():
     op = _ServiceOperator(_Echo(), "m", "f64", (3, 3), symmetric=False)
     np.testing.assert_array_equal(op.matvec(np.ones(3)), 2.0 * np.ones(3))
-    with pytest.raises(NotImplementedError, match="not known to be symmetric"):
-        op.rmatvec(np.ones(3))
+    # Not known symmetric: the service's transposed product.
+    np.testing.assert_array_equal(op.rmatvec(np.ones(3)), 3.0 * np.ones(3))
     op = _ServiceOperator(_Echo(), "m", "f64", (3, 3), symmetric=True)
     np.testing.assert_array_equal(op.rmatvec(np.ones(3)), 2.0 * np.ones(3))
     np.testing.assert_array_equal(op.H.matvec(np.ones(3)), 2.0 * np.ones(3))

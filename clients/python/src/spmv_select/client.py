@@ -442,8 +442,9 @@ class Client:
     ) -> np.ndarray:
         """Y = A X for the k columns of X in one request (``POST
         /matrices/{id}/spmm``: one SpMM on the device, each matrix entry read
-        once per 64 columns); Y = A^T X with ``transpose=True``. Returns a
-        float64 array with one column per column of X."""
+        once per 64 columns); Y = A^T X with ``transpose=True``. Returns an
+        array of the precision's dtype (float64 unless ``precision="f32"``)
+        with one column per column of X."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim == 1:
             X = X[:, None]
@@ -453,7 +454,7 @@ class Client:
             "transpose": bool(transpose),
         }
         v = self._post_json(f"/matrices/{matrix_id}/spmm", body)
-        return np.asarray(v["y"], dtype=np.float64).T
+        return np.asarray(v["y"], dtype=_DTYPE[body["precision"]]).T
 
     def _post_json(self, path: str, body: dict) -> dict:
         """POSTs ``body`` as JSON and returns the JSON answer."""

@@ -113,7 +113,7 @@ cmd_bundle() {
     strip --strip-all "$B/bin/$b"
   done
   bundle_opencl
-  cp "$ROOT"/kernels/* "$B/kernels/"
+  cp -r "$ROOT"/kernels/. "$B/kernels/"
   cp "$ROOT"/models/*.json "$B/models/" 2>/dev/null || true
   cp "$ROOT/training-data/uf_stats.csv" "$B/training-data/"
   cp "$ROOT/bench/cusparse_bench.py" "$ROOT/bench/request_path.py" "$B/bench/"

@@ -419,12 +419,13 @@ impl Engine {
         for j0 in (0..k).step_by(SPMM_MAX_K) {
             let kc = SPMM_MAX_K.min(k - j0);
             // This chunk's columns of X, row-major.
-            let xc: Vec<T> = if kc == k {
-                x.to_vec()
+            let xc: std::borrow::Cow<'_, [T]> = if kc == k {
+                x.into()
             } else {
                 (0..m.ncols)
                     .flat_map(|i| x[i * k + j0..i * k + j0 + kc].iter().copied())
-                    .collect()
+                    .collect::<Vec<T>>()
+                    .into()
             };
             let xb = crate::engine::read_only_copy(self.queue(), &xc)?;
             let yb = vector::<T>(self, m.nrows * kc)?;

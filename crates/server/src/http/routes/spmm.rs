@@ -29,16 +29,44 @@ const MAX_K: usize = 4096;
     ),
 )]
 pub async fn spmm(c: UploadedCall<api::SpmmRequest>) -> Result<Json<api::SpmmAnswer>, ApiError> {
-    let (s, req) = (&c.caller.s, &c.body);
-    let m = &c.m;
-    let (n, k) = (m.host.ncols(), req.x.len());
+    let (s, m) = (&c.caller.s, &c.m);
+    let req = c.body;
+    let (n, k, rows) = (m.host.ncols(), req.x.len(), m.host.nrows());
     if k == 0 || k > MAX_K {
         return Err(ApiError::Unprocessable(format!(
             "x holds {k} vectors: give 1 to {MAX_K}"
         )));
     }
-    let mut rowmajor = vec![0.0; n * k];
-    for (j, v) in req.x.iter().enumerate() {
+    let p = req.precision.unwrap_or(Precision::DEFAULT);
+    // Checking and interleaving X is O(n k): off the async threads.
+    let rowmajor = blocking(move || row_major(&req.x, n)).await?;
+    let (ready, _) = s.ensure_ready(m, p).await?;
+    let r2 = ready.clone();
+    let (y, device_ms) = s
+        .on_device_at(Some(ready.generation), move |e, _| {
+            let t = Instant::now();
+            let y = e.spmm_any(&r2.buffers.matrix, &rowmajor, k)?;
+            let device_ms = ms(t);
+            let y = (0..k)
+                .map(|j| (0..rows).map(|i| y[i * k + j]).collect())
+                .collect();
+            Ok((y, device_ms))
+        })
+        .await?;
+    Ok(Json(api::SpmmAnswer {
+        matrix_id: m.id.clone(),
+        precision: p,
+        y,
+        device_ms,
+    }))
+}
+
+/// The k vectors of `x` as one `n x k` row-major array, or a 422 naming the
+/// first vector of the wrong length or the first non-finite value.
+fn row_major(x: &[Vec<f64>], n: usize) -> Result<Vec<f64>, ApiError> {
+    let k = x.len();
+    let mut out = vec![0.0; n * k];
+    for (j, v) in x.iter().enumerate() {
         if v.len() != n {
             return Err(ApiError::Unprocessable(format!(
                 "vector {j} has {} entries but the matrix has {n} columns",
@@ -49,27 +77,8 @@ pub async fn spmm(c: UploadedCall<api::SpmmRequest>) -> Result<Json<api::SpmmAns
             return Err(ApiError::NonFinite(format!("x[{j}][{i}] is not finite")));
         }
         for (i, &e) in v.iter().enumerate() {
-            rowmajor[i * k + j] = e;
+            out[i * k + j] = e;
         }
     }
-    let p = req.precision.unwrap_or(Precision::DEFAULT);
-    let (ready, _) = s.ensure_ready(m, p).await?;
-    let r2 = ready.clone();
-    let (y, device_ms) = s
-        .on_device_at(Some(ready.generation), move |e, _| {
-            let t = Instant::now();
-            let y = e.spmm_any(&r2.buffers.matrix, &rowmajor, k)?;
-            Ok((y, ms(t)))
-        })
-        .await?;
-    let rows = m.host.nrows();
-    let y = (0..k)
-        .map(|j| (0..rows).map(|i| y[i * k + j]).collect())
-        .collect();
-    Ok(Json(api::SpmmAnswer {
-        matrix_id: m.id.clone(),
-        precision: p,
-        y,
-        device_ms,
-    }))
+    Ok(out)
 }
